@@ -1,0 +1,159 @@
+// Package bolt is the default switchboard store: a single bbolt file.
+//
+// Each table is a top-level bucket, created by its first Put. Every Update is
+// one bbolt read-write transaction, committed with fsync before Update
+// returns. bbolt allows one writer at a time and any number of readers, each
+// reading a consistent snapshot.
+package bolt
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	bbolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
+
+	"github.com/switchboardhq/switchboard/store"
+)
+
+// Options configures Open. A nil *Options means the defaults.
+type Options struct {
+	// Timeout bounds how long Open waits for the file lock held by another
+	// process. Zero means 5 seconds; a negative value waits forever.
+	Timeout time.Duration
+	// Mode is the permission of a newly created file. Zero means 0600.
+	Mode os.FileMode
+}
+
+// Store is a bbolt-backed store.
+type Store struct {
+	db *bbolt.DB
+}
+
+var _ store.Store = (*Store)(nil)
+
+// Open opens (creating if needed) the bbolt file at path.
+func Open(path string, opts *Options) (*Store, error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.Timeout == 0 {
+		o.Timeout = 5 * time.Second
+	} else if o.Timeout < 0 {
+		o.Timeout = 0 // bbolt: wait forever
+	}
+	if o.Mode == 0 {
+		o.Mode = 0o600
+	}
+	db, err := bbolt.Open(path, o.Mode, &bbolt.Options{Timeout: o.Timeout})
+	if err != nil {
+		return nil, fmt.Errorf("bolt: open %s: %w", path, err)
+	}
+	return &Store{db: db}, nil
+}
+
+// Path returns the file the store was opened on.
+func (s *Store) Path() string { return s.db.Path() }
+
+// View runs fn in a bbolt read-only transaction.
+func (s *Store) View(ctx context.Context, fn func(store.Tx) error) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("bolt: view: %w", err)
+	}
+	return mapErr(s.db.View(func(btx *bbolt.Tx) error { return fn(&tx{btx: btx}) }))
+}
+
+// Update runs fn in a bbolt read-write transaction and commits iff fn
+// returns nil.
+func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("bolt: update: %w", err)
+	}
+	return mapErr(s.db.Update(func(btx *bbolt.Tx) error { return fn(&tx{btx: btx}) }))
+}
+
+// Close closes the file, waiting for transactions in flight.
+func (s *Store) Close() error { return s.db.Close() }
+
+func mapErr(err error) error {
+	if errors.Is(err, berrors.ErrDatabaseNotOpen) {
+		return fmt.Errorf("%w (%v)", store.ErrClosed, err)
+	}
+	if errors.Is(err, berrors.ErrTxNotWritable) {
+		return fmt.Errorf("%w (%v)", store.ErrReadOnly, err)
+	}
+	return err
+}
+
+type tx struct{ btx *bbolt.Tx }
+
+func (t *tx) Get(table string, key []byte) ([]byte, error) {
+	b := t.btx.Bucket([]byte(table))
+	if b == nil {
+		return nil, store.ErrNotFound
+	}
+	v := b.Get(key)
+	if v == nil {
+		return nil, store.ErrNotFound
+	}
+	return bytes.Clone(v), nil
+}
+
+func (t *tx) Put(table string, key, value []byte) error {
+	if !t.btx.Writable() {
+		return store.ErrReadOnly
+	}
+	if len(key) == 0 {
+		return store.ErrEmptyKey
+	}
+	b, err := t.btx.CreateBucketIfNotExists([]byte(table))
+	if err != nil {
+		return fmt.Errorf("bolt: table %q: %w", table, err)
+	}
+	// bbolt keeps references until commit; hand it private copies.
+	v := make([]byte, len(value))
+	copy(v, value)
+	return b.Put(bytes.Clone(key), v)
+}
+
+func (t *tx) Delete(table string, key []byte) error {
+	if !t.btx.Writable() {
+		return store.ErrReadOnly
+	}
+	b := t.btx.Bucket([]byte(table))
+	if b == nil {
+		return nil
+	}
+	return b.Delete(key)
+}
+
+func (t *tx) Scan(table string, start, end []byte, fn func(k, v []byte) bool) error {
+	b := t.btx.Bucket([]byte(table))
+	if b == nil {
+		return nil
+	}
+	c := b.Cursor()
+	var k, v []byte
+	if start == nil {
+		k, v = c.First()
+	} else {
+		k, v = c.Seek(start)
+	}
+	for ; k != nil; k, v = c.Next() {
+		if end != nil && bytes.Compare(k, end) >= 0 {
+			return nil
+		}
+		if v == nil {
+			continue // nested bucket; switchboard never creates one
+		}
+		if !fn(bytes.Clone(k), bytes.Clone(v)) {
+			return nil
+		}
+	}
+	return nil
+}

@@ -1,0 +1,86 @@
+// Package store defines the storage contract switchboard runs on: an ordered,
+// transactional key-value store.
+//
+// All of switchboard's domain logic — records, secondary indexes, state
+// machines — lives in the root package and is written once against the
+// [Store] and [Tx] interfaces. A backend only has to provide ordered keys and
+// atomic, serializable transactions, so a new backend is small, and the
+// conformance suite in package storetest proves it behaves.
+//
+// # Contract
+//
+// Every backend must honour the following, and storetest checks each point:
+//
+//   - Tables are created implicitly by the first Put; a Get from a table that
+//     does not exist returns [ErrNotFound], a Scan over it visits nothing and a
+//     Delete from it succeeds.
+//   - Keys are compared as raw bytes (bytes.Compare). Scan visits keys in
+//     ascending order within [start, end); a nil start means from the first key
+//     and a nil end means through the last.
+//   - View runs fn in a read-only transaction over a consistent snapshot.
+//     Writing inside View returns [ErrReadOnly].
+//   - Update runs fn in a serializable read-write transaction and commits if
+//     and only if fn returns nil. If fn returns an error or panics, everything
+//     fn wrote is rolled back; the error is returned, the panic propagates.
+//   - fn may run more than once (a backend may retry it, or group several
+//     callers into one commit), so it must have no effects outside the
+//     transaction other than assigning results that the caller reads after
+//     Update returns.
+//   - Keys and values passed to or returned from a Tx are valid only inside
+//     the transaction. A backend copies what it is given and what it hands
+//     out, so mutating either slice afterwards changes nothing stored.
+//   - Reads inside an Update see the transaction's own earlier writes.
+//   - A committed Update is durable before Update returns, for backends that
+//     persist at all (bolt: after fsync).
+//   - After Close, View and Update return [ErrClosed].
+//   - If ctx is already done when View or Update is called, the call returns
+//     ctx.Err() (wrapped) and runs nothing. A transaction already running is
+//     not interrupted.
+package store
+
+import (
+	"context"
+	"errors"
+)
+
+// Sentinel errors every backend returns, matched with errors.Is.
+var (
+	// ErrNotFound is returned by Tx.Get when the key (or its table) is absent.
+	ErrNotFound = errors.New("store: not found")
+	// ErrClosed is returned by View and Update after Close.
+	ErrClosed = errors.New("store: closed")
+	// ErrReadOnly is returned by Put and Delete inside a View.
+	ErrReadOnly = errors.New("store: write in read-only transaction")
+)
+
+// Store is an ordered, transactional key-value store. Implementations are
+// safe for concurrent use by multiple goroutines.
+type Store interface {
+	// View runs fn in a read-only transaction over a consistent snapshot.
+	View(ctx context.Context, fn func(Tx) error) error
+	// Update runs fn in a serializable read-write transaction and commits
+	// iff fn returns nil. fn may be run more than once.
+	Update(ctx context.Context, fn func(Tx) error) error
+	// Close releases the store. Transactions in flight finish first.
+	Close() error
+}
+
+// Tx is one transaction. A Tx must not be used after the function it was
+// passed to returns, nor from more than one goroutine.
+type Tx interface {
+	// Get returns a copy of the value stored under key in table, or
+	// ErrNotFound.
+	Get(table string, key []byte) ([]byte, error)
+	// Put stores a copy of value under key in table, creating the table if
+	// needed. Keys must be non-empty.
+	Put(table string, key, value []byte) error
+	// Delete removes key from table. Deleting an absent key is not an error.
+	Delete(table string, key []byte) error
+	// Scan calls fn for each key in [start, end) in ascending order until fn
+	// returns false. A nil start or end leaves that side unbounded. fn must not
+	// write to the transaction.
+	Scan(table string, start, end []byte, fn func(k, v []byte) bool) error
+}
+
+// ErrEmptyKey is returned by Put when the key is empty.
+var ErrEmptyKey = errors.New("store: empty key")

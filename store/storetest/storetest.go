@@ -1,0 +1,488 @@
+// Package storetest is the conformance suite every switchboard store backend
+// runs. It uses only the standard library's testing package.
+//
+// A backend's test calls Run with a function that returns a fresh, empty
+// store:
+//
+//	func TestConformance(t *testing.T) {
+//		storetest.Run(t, func(t *testing.T) store.Store { return memory.New() })
+//	}
+//
+// Backends that persist also pass WithReopen, so the suite can check that a
+// committed Update survives Close and reopen.
+package storetest
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/switchboardhq/switchboard/store"
+)
+
+// Option configures Run.
+type Option func(*config)
+
+type config struct {
+	reopen func(t *testing.T, s store.Store) store.Store
+}
+
+// WithReopen tells the suite how to close s and open the same data again.
+// Without it the durability test is skipped as not applicable.
+func WithReopen(reopen func(t *testing.T, s store.Store) store.Store) Option {
+	return func(c *config) { c.reopen = reopen }
+}
+
+// Run runs the conformance suite. newStore must return a fresh, empty store;
+// the suite closes it when the subtest ends.
+func Run(t *testing.T, newStore func(t *testing.T) store.Store, opts ...Option) {
+	var cfg config
+	for _, o := range opts {
+		o(&cfg)
+	}
+	open := func(t *testing.T) store.Store {
+		t.Helper()
+		s := newStore(t)
+		t.Cleanup(func() { _ = s.Close() })
+		return s
+	}
+	ctx := context.Background()
+
+	t.Run("GetPutDelete", func(t *testing.T) {
+		s := open(t)
+		mustUpdate(t, s, func(tx store.Tx) error { return tx.Put("t", []byte("k"), []byte("v1")) })
+		if got := get(t, s, "t", "k"); got != "v1" {
+			t.Fatalf("get after put = %q, want v1", got)
+		}
+		mustUpdate(t, s, func(tx store.Tx) error { return tx.Put("t", []byte("k"), []byte("v2")) })
+		if got := get(t, s, "t", "k"); got != "v2" {
+			t.Fatalf("get after overwrite = %q, want v2", got)
+		}
+		mustUpdate(t, s, func(tx store.Tx) error { return tx.Delete("t", []byte("k")) })
+		assertNotFound(t, s, "t", "k")
+		// Deleting again, or from a table that does not exist, is fine.
+		mustUpdate(t, s, func(tx store.Tx) error {
+			if err := tx.Delete("t", []byte("k")); err != nil {
+				return err
+			}
+			return tx.Delete("no-such-table", []byte("k"))
+		})
+	})
+
+	t.Run("EmptyValueIsStored", func(t *testing.T) {
+		s := open(t)
+		mustUpdate(t, s, func(tx store.Tx) error { return tx.Put("t", []byte("k"), nil) })
+		err := s.View(ctx, func(tx store.Tx) error {
+			v, err := tx.Get("t", []byte("k"))
+			if err != nil {
+				return err
+			}
+			if len(v) != 0 {
+				return fmt.Errorf("value = %q, want empty", v)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	t.Run("EmptyKeyRefused", func(t *testing.T) {
+		s := open(t)
+		err := s.Update(ctx, func(tx store.Tx) error { return tx.Put("t", nil, []byte("v")) })
+		if !errors.Is(err, store.ErrEmptyKey) {
+			t.Fatalf("put with empty key: err = %v, want ErrEmptyKey", err)
+		}
+	})
+
+	t.Run("NotFound", func(t *testing.T) {
+		s := open(t)
+		assertNotFound(t, s, "missing-table", "k")
+		mustUpdate(t, s, func(tx store.Tx) error { return tx.Put("t", []byte("a"), []byte("1")) })
+		assertNotFound(t, s, "t", "b")
+	})
+
+	t.Run("ScanOrderAndBounds", func(t *testing.T) {
+		s := open(t)
+		keys := [][]byte{{0xff}, []byte("b"), {0x00}, []byte("a"), []byte("ab"), []byte("c"), {0x00, 0x01}}
+		mustUpdate(t, s, func(tx store.Tx) error {
+			for _, k := range keys {
+				if err := tx.Put("t", k, k); err != nil {
+					return err
+				}
+			}
+			return tx.Put("other", []byte("a"), nil)
+		})
+		all := [][]byte{{0x00}, {0x00, 0x01}, []byte("a"), []byte("ab"), []byte("b"), []byte("c"), {0xff}}
+		cases := []struct {
+			name       string
+			start, end []byte
+			limit      int
+			want       [][]byte
+		}{
+			{"unbounded", nil, nil, 0, all},
+			{"from a", []byte("a"), nil, 0, all[2:]},
+			{"to b exclusive", nil, []byte("b"), 0, all[:4]},
+			{"a to c", []byte("a"), []byte("c"), 0, all[2:5]},
+			{"start between keys", []byte("aa"), []byte("bz"), 0, all[3:5]},
+			{"empty range", []byte("b"), []byte("b"), 0, nil},
+			{"inverted range", []byte("c"), []byte("a"), 0, nil},
+			{"stops when fn returns false", nil, nil, 2, all[:2]},
+		}
+		for _, tc := range cases {
+			t.Run(tc.name, func(t *testing.T) {
+				got := scan(t, s, "t", tc.start, tc.end, tc.limit)
+				if !equalKeys(got, tc.want) {
+					t.Fatalf("scan = %q, want %q", got, tc.want)
+				}
+			})
+		}
+		if got := scan(t, s, "missing", nil, nil, 0); len(got) != 0 {
+			t.Fatalf("scan of missing table = %q, want nothing", got)
+		}
+	})
+
+	t.Run("ReadsSeeOwnWrites", func(t *testing.T) {
+		s := open(t)
+		mustUpdate(t, s, func(tx store.Tx) error {
+			for _, k := range []string{"a", "b", "c"} {
+				if err := tx.Put("t", []byte(k), []byte("old")); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		mustUpdate(t, s, func(tx store.Tx) error {
+			if err := tx.Put("t", []byte("b"), []byte("new")); err != nil {
+				return err
+			}
+			if err := tx.Put("t", []byte("bb"), []byte("added")); err != nil {
+				return err
+			}
+			if err := tx.Delete("t", []byte("c")); err != nil {
+				return err
+			}
+			v, err := tx.Get("t", []byte("b"))
+			if err != nil || string(v) != "new" {
+				return fmt.Errorf("get own write = %q, %v", v, err)
+			}
+			if _, err := tx.Get("t", []byte("c")); !errors.Is(err, store.ErrNotFound) {
+				return fmt.Errorf("get own delete: err = %v, want ErrNotFound", err)
+			}
+			var seen []string
+			err = tx.Scan("t", nil, nil, func(k, v []byte) bool {
+				seen = append(seen, string(k)+"="+string(v))
+				return true
+			})
+			if err != nil {
+				return err
+			}
+			want := []string{"a=old", "b=new", "bb=added"}
+			if fmt.Sprint(seen) != fmt.Sprint(want) {
+				return fmt.Errorf("scan inside update = %v, want %v", seen, want)
+			}
+			return nil
+		})
+	})
+
+	t.Run("RollbackOnError", func(t *testing.T) {
+		s := open(t)
+		mustUpdate(t, s, func(tx store.Tx) error { return tx.Put("t", []byte("keep"), []byte("1")) })
+		boom := errors.New("boom")
+		err := s.Update(ctx, func(tx store.Tx) error {
+			if err := tx.Put("t", []byte("new"), []byte("x")); err != nil {
+				return err
+			}
+			if err := tx.Put("t2", []byte("new"), []byte("x")); err != nil {
+				return err
+			}
+			if err := tx.Delete("t", []byte("keep")); err != nil {
+				return err
+			}
+			return boom
+		})
+		if !errors.Is(err, boom) {
+			t.Fatalf("update err = %v, want the error fn returned", err)
+		}
+		assertNotFound(t, s, "t", "new")
+		assertNotFound(t, s, "t2", "new")
+		if got := get(t, s, "t", "keep"); got != "1" {
+			t.Fatalf("deleted key after rollback = %q, want 1", got)
+		}
+	})
+
+	t.Run("RollbackOnPanic", func(t *testing.T) {
+		s := open(t)
+		mustUpdate(t, s, func(tx store.Tx) error { return tx.Put("t", []byte("keep"), []byte("1")) })
+		func() {
+			defer func() {
+				if r := recover(); r == nil {
+					t.Fatal("panic in fn did not propagate")
+				}
+			}()
+			_ = s.Update(ctx, func(tx store.Tx) error {
+				_ = tx.Put("t", []byte("new"), []byte("x"))
+				_ = tx.Delete("t", []byte("keep"))
+				panic("boom")
+			})
+		}()
+		assertNotFound(t, s, "t", "new")
+		if got := get(t, s, "t", "keep"); got != "1" {
+			t.Fatalf("deleted key after panic = %q, want 1", got)
+		}
+		// The store is still usable after a panicking transaction.
+		mustUpdate(t, s, func(tx store.Tx) error { return tx.Put("t", []byte("after"), []byte("1")) })
+	})
+
+	t.Run("ValuesAreCopied", func(t *testing.T) {
+		s := open(t)
+		key, val := []byte("k"), []byte("value")
+		mustUpdate(t, s, func(tx store.Tx) error {
+			if err := tx.Put("t", key, val); err != nil {
+				return err
+			}
+			key[0], val[0] = 'X', 'X' // caller reuses its buffers inside fn
+			return nil
+		})
+		key[0], val[0] = 'Y', 'Y' // and after
+		if got := get(t, s, "t", "k"); got != "value" {
+			t.Fatalf("stored value after caller mutated its slices = %q, want value", got)
+		}
+		mustUpdate(t, s, func(tx store.Tx) error {
+			v, err := tx.Get("t", []byte("k"))
+			if err != nil {
+				return err
+			}
+			v[0] = 'Z'
+			return tx.Scan("t", nil, nil, func(k, v []byte) bool {
+				k[0], v[0] = 'Z', 'Z'
+				return true
+			})
+		})
+		err := s.View(ctx, func(tx store.Tx) error {
+			v, err := tx.Get("t", []byte("k"))
+			if err != nil {
+				return err
+			}
+			v[0] = 'W'
+			return tx.Scan("t", nil, nil, func(k, v []byte) bool {
+				k[0], v[0] = 'W', 'W'
+				return true
+			})
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := get(t, s, "t", "k"); got != "value" {
+			t.Fatalf("stored value after mutating returned slices = %q, want value", got)
+		}
+	})
+
+	t.Run("ViewIsReadOnly", func(t *testing.T) {
+		s := open(t)
+		err := s.View(ctx, func(tx store.Tx) error { return tx.Put("t", []byte("k"), []byte("v")) })
+		if !errors.Is(err, store.ErrReadOnly) {
+			t.Fatalf("put in view: err = %v, want ErrReadOnly", err)
+		}
+		err = s.View(ctx, func(tx store.Tx) error { return tx.Delete("t", []byte("k")) })
+		if !errors.Is(err, store.ErrReadOnly) {
+			t.Fatalf("delete in view: err = %v, want ErrReadOnly", err)
+		}
+		assertNotFound(t, s, "t", "k")
+	})
+
+	t.Run("ConcurrentUpdatesAreSerializable", func(t *testing.T) {
+		s := open(t)
+		const workers, each = 8, 50
+		var wg sync.WaitGroup
+		errs := make(chan error, workers)
+		for range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for range each {
+					err := s.Update(ctx, func(tx store.Tx) error {
+						n := counter(tx, "n")
+						// Two keys always move together; a reader must never
+						// see them differ.
+						if err := tx.Put("c", []byte("n"), u64(n+1)); err != nil {
+							return err
+						}
+						return tx.Put("c", []byte("m"), u64(n+1))
+					})
+					if err != nil {
+						errs <- err
+						return
+					}
+				}
+			}()
+		}
+		stop := make(chan struct{})
+		readerDone := make(chan error, 1)
+		go func() {
+			for {
+				select {
+				case <-stop:
+					readerDone <- nil
+					return
+				default:
+				}
+				var n, m uint64
+				err := s.View(ctx, func(tx store.Tx) error {
+					n, m = counter(tx, "n"), counter(tx, "m")
+					return nil
+				})
+				if err != nil || n != m {
+					readerDone <- fmt.Errorf("snapshot saw n=%d m=%d (err %v)", n, m, err)
+					return
+				}
+			}
+		}()
+		wg.Wait()
+		close(stop)
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+		if err := <-readerDone; err != nil {
+			t.Fatal(err)
+		}
+		var n uint64
+		_ = s.View(ctx, func(tx store.Tx) error { n = counter(tx, "n"); return nil })
+		if n != workers*each {
+			t.Fatalf("counter = %d after %d increments: updates were lost", n, workers*each)
+		}
+	})
+
+	t.Run("CancelledContextRunsNothing", func(t *testing.T) {
+		s := open(t)
+		cctx, cancel := context.WithCancel(ctx)
+		cancel()
+		ran := false
+		err := s.Update(cctx, func(tx store.Tx) error { ran = true; return tx.Put("t", []byte("k"), nil) })
+		if !errors.Is(err, context.Canceled) || ran {
+			t.Fatalf("update with cancelled ctx: err = %v, ran = %v", err, ran)
+		}
+		err = s.View(cctx, func(tx store.Tx) error { ran = true; return nil })
+		if !errors.Is(err, context.Canceled) || ran {
+			t.Fatalf("view with cancelled ctx: err = %v, ran = %v", err, ran)
+		}
+		assertNotFound(t, s, "t", "k")
+	})
+
+	t.Run("ClosedStore", func(t *testing.T) {
+		s := newStore(t)
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		err := s.Update(ctx, func(tx store.Tx) error { return nil })
+		if !errors.Is(err, store.ErrClosed) {
+			t.Fatalf("update after close: err = %v, want ErrClosed", err)
+		}
+		err = s.View(ctx, func(tx store.Tx) error { return nil })
+		if !errors.Is(err, store.ErrClosed) {
+			t.Fatalf("view after close: err = %v, want ErrClosed", err)
+		}
+	})
+
+	t.Run("DurableAcrossReopen", func(t *testing.T) {
+		if cfg.reopen == nil {
+			t.Skip("backend does not persist (no WithReopen option)")
+		}
+		s := newStore(t)
+		mustUpdate(t, s, func(tx store.Tx) error {
+			if err := tx.Put("t", []byte("a"), []byte("1")); err != nil {
+				return err
+			}
+			return tx.Put("t", []byte("b"), []byte("2"))
+		})
+		mustUpdate(t, s, func(tx store.Tx) error { return tx.Delete("t", []byte("a")) })
+		_ = s.Update(ctx, func(tx store.Tx) error {
+			_ = tx.Put("t", []byte("c"), []byte("3"))
+			return errors.New("rolled back")
+		})
+		s = cfg.reopen(t, s)
+		t.Cleanup(func() { _ = s.Close() })
+		assertNotFound(t, s, "t", "a")
+		assertNotFound(t, s, "t", "c")
+		if got := get(t, s, "t", "b"); got != "2" {
+			t.Fatalf("after reopen b = %q, want 2", got)
+		}
+	})
+}
+
+func mustUpdate(t *testing.T, s store.Store, fn func(store.Tx) error) {
+	t.Helper()
+	if err := s.Update(context.Background(), fn); err != nil {
+		t.Fatalf("update: %v", err)
+	}
+}
+
+func get(t *testing.T, s store.Store, table, key string) string {
+	t.Helper()
+	var out string
+	err := s.View(context.Background(), func(tx store.Tx) error {
+		v, err := tx.Get(table, []byte(key))
+		out = string(v)
+		return err
+	})
+	if err != nil {
+		t.Fatalf("get %s/%s: %v", table, key, err)
+	}
+	return out
+}
+
+func assertNotFound(t *testing.T, s store.Store, table, key string) {
+	t.Helper()
+	err := s.View(context.Background(), func(tx store.Tx) error {
+		_, err := tx.Get(table, []byte(key))
+		return err
+	})
+	if !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("get %s/%s: err = %v, want ErrNotFound", table, key, err)
+	}
+}
+
+func scan(t *testing.T, s store.Store, table string, start, end []byte, limit int) [][]byte {
+	t.Helper()
+	var out [][]byte
+	err := s.View(context.Background(), func(tx store.Tx) error {
+		return tx.Scan(table, start, end, func(k, v []byte) bool {
+			if !bytes.Equal(k, v) {
+				t.Errorf("scan value for %q = %q", k, v)
+			}
+			out = append(out, bytes.Clone(k))
+			return limit == 0 || len(out) < limit
+		})
+	})
+	if err != nil {
+		t.Fatalf("scan: %v", err)
+	}
+	return out
+}
+
+func equalKeys(a, b [][]byte) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if !bytes.Equal(a[i], b[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func counter(tx store.Tx, key string) uint64 {
+	v, err := tx.Get("c", []byte(key))
+	if err != nil {
+		return 0
+	}
+	return binary.BigEndian.Uint64(v)
+}
+
+func u64(n uint64) []byte { return binary.BigEndian.AppendUint64(nil, n) }
