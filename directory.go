@@ -1,0 +1,205 @@
+package switchboard
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+)
+
+// AgentCard is an A2A Agent Card: how an agent announces who it is and what
+// it does. switchboard uses cards for discovery only; nothing in a card a
+// persona publishes here invites direct A2A task delivery, because all work
+// arrives as todos under a human-approved grant.
+type AgentCard struct {
+	Name             string       `json:"name"`
+	Description      string       `json:"description"`
+	Version          string       `json:"version"`
+	Provider         *Provider    `json:"provider,omitempty"`
+	DocumentationURL string       `json:"documentationUrl,omitempty"`
+	IconURL          string       `json:"iconUrl,omitempty"`
+	Skills           []AgentSkill `json:"skills"`
+}
+
+// Provider is the organisation behind an agent.
+type Provider struct {
+	Organization string `json:"organization"`
+	URL          string `json:"url,omitempty"`
+}
+
+// AgentSkill is one capability an agent advertises.
+type AgentSkill struct {
+	ID          string   `json:"id"`
+	Name        string   `json:"name"`
+	Description string   `json:"description"`
+	Tags        []string `json:"tags,omitempty"`
+	Examples    []string `json:"examples,omitempty"`
+}
+
+// Validate checks the card's required fields (name, description, version,
+// and id, name and description of each skill) and that its text is clean.
+func (c AgentCard) Validate() error {
+	if strings.TrimSpace(c.Name) == "" || strings.TrimSpace(c.Description) == "" || strings.TrimSpace(c.Version) == "" {
+		return invalid("agent card needs name, description and version")
+	}
+	if err := checkText("card name", c.Name, 128, false); err != nil {
+		return err
+	}
+	for i, sk := range c.Skills {
+		if sk.ID == "" || sk.Name == "" || sk.Description == "" {
+			return invalid("agent card skill %d needs id, name and description", i)
+		}
+		if err := checkText("skill name", sk.Name, 128, false); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Persona is an agent identity owned by one human and announced with an
+// Agent Card. Its queues are addressed by name under its id.
+type Persona struct {
+	ID           string    `json:"id"`
+	Owner        Human     `json:"owner"`
+	Card         AgentCard `json:"card"`
+	Discoverable bool      `json:"discoverable"`
+	CreatedAt    time.Time `json:"created_at"`
+	UpdatedAt    time.Time `json:"updated_at"`
+}
+
+// Listing is what the directory reveals about a discoverable persona: its id
+// and its card, and nothing else — not its owner, its other personas, its
+// friends or its queues.
+type Listing struct {
+	ID   string    `json:"id"`
+	Card AgentCard `json:"card"`
+}
+
+// Publish stores a persona in the local directory, or updates the card and
+// discoverability of one the same human already owns. The host must have
+// authenticated p.Owner. A persona id owned by another human is ErrConflict.
+// Only discoverable personas can be looked up or friend-requested by others.
+func (s *Switchboard) Publish(ctx context.Context, p Persona) (Persona, error) {
+	if err := p.Owner.validate(); err != nil {
+		return Persona{}, fmt.Errorf("switchboard: publish: %w", err)
+	}
+	if err := s.checkName("persona id", p.ID); err != nil {
+		return Persona{}, fmt.Errorf("switchboard: publish: %w", err)
+	}
+	if err := p.Card.Validate(); err != nil {
+		return Persona{}, fmt.Errorf("switchboard: publish: %w", err)
+	}
+	if b, _ := json.Marshal(p.Card); len(b) > s.limits.MaxCard {
+		return Persona{}, fmt.Errorf("switchboard: publish: %w", invalid("agent card is %d bytes, limit %d", len(b), s.limits.MaxCard))
+	}
+	err := s.update(ctx, func(t *txn) error {
+		old, err := t.persona(p.ID)
+		switch {
+		case err == nil:
+			if old.Owner != p.Owner {
+				return fmt.Errorf("%w: persona id %q is taken", ErrConflict, p.ID)
+			}
+			p.CreatedAt = old.CreatedAt
+		case isNotFound(err):
+			p.CreatedAt = t.now
+		default:
+			return err
+		}
+		p.UpdatedAt = t.now
+		if err := t.put(tPersonas, p.ID, p); err != nil {
+			return err
+		}
+		return t.emit(Event{Type: EventPersonaPublished, Actor: humanActor(p.Owner), Persona: p.ID})
+	})
+	if err != nil {
+		return Persona{}, fmt.Errorf("switchboard: publish: %w", err)
+	}
+	return p, nil
+}
+
+// Lookup resolves a persona id in the local directory. Only discoverable
+// personas resolve; an unknown and an undiscoverable id are the same
+// ErrNotFound.
+func (s *Switchboard) Lookup(ctx context.Context, id string) (Listing, error) {
+	var l Listing
+	err := s.view(ctx, func(t *txn) error {
+		p, err := t.discoverable(id)
+		if err != nil {
+			return err
+		}
+		l = Listing{ID: p.ID, Card: p.Card}
+		return nil
+	})
+	if err != nil {
+		return Listing{}, fmt.Errorf("switchboard: lookup: %w", err)
+	}
+	return l, nil
+}
+
+func (t *txn) persona(id string) (*Persona, error) {
+	var p Persona
+	if err := t.get(tPersonas, id, &p, "persona"); err != nil {
+		return nil, err
+	}
+	return &p, nil
+}
+
+// discoverable is the directory's one rule: a persona others may see.
+func (t *txn) discoverable(id string) (*Persona, error) {
+	p, err := t.persona(id)
+	if err != nil {
+		return nil, err
+	}
+	if !p.Discoverable {
+		return nil, notFound("persona")
+	}
+	return p, nil
+}
+
+func isNotFound(err error) bool { return errors.Is(err, ErrNotFound) }
+
+// checkName validates an identifier: 1..MaxName bytes of letters, digits
+// and . _ - : @, not starting with '_' (reserved).
+func (s *Switchboard) checkName(what, v string) error {
+	if v == "" {
+		return invalid("empty %s", what)
+	}
+	if len(v) > s.limits.MaxName {
+		return invalid("%s is %d bytes, limit %d", what, len(v), s.limits.MaxName)
+	}
+	if v[0] == '_' {
+		return invalid("%s may not start with '_' (reserved)", what)
+	}
+	for _, r := range v {
+		if !(r < utf8.RuneSelf && (unicode.IsLetter(r) || unicode.IsDigit(r) || strings.ContainsRune(".-_:@", r))) {
+			return invalid("%s contains %q; use letters, digits and . _ - : @", what, r)
+		}
+	}
+	return nil
+}
+
+func (s *Switchboard) checkQueueName(q string) error { return s.checkName("queue name", q) }
+
+// checkText refuses invalid UTF-8, control characters (newlines only where
+// allowed) and text over max bytes.
+func checkText(what, v string, max int, newlines bool) error {
+	if len(v) > max {
+		return invalid("%s is %d bytes, limit %d", what, len(v), max)
+	}
+	if !utf8.ValidString(v) {
+		return invalid("%s is not valid UTF-8", what)
+	}
+	for _, r := range v {
+		if r == '\n' && newlines {
+			continue
+		}
+		if unicode.IsControl(r) || unicode.Is(unicode.Cf, r) {
+			return invalid("%s contains control character %U", what, r)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,417 @@
+package switchboard
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// EdgeState is the state of a friend edge.
+type EdgeState string
+
+// Edge states: pending → approved | denied | withdrawn | expired;
+// approved → revoked | replaced (a later approval in the same direction took
+// its place).
+const (
+	EdgePending   EdgeState = "pending"
+	EdgeApproved  EdgeState = "approved"
+	EdgeDenied    EdgeState = "denied"
+	EdgeWithdrawn EdgeState = "withdrawn"
+	EdgeExpired   EdgeState = "expired"
+	EdgeRevoked   EdgeState = "revoked"
+	EdgeReplaced  EdgeState = "replaced"
+)
+
+// Edge is a friend request and, once approved, the relationship it created —
+// in one direction only: From may hand To work; To gains nothing over From.
+type Edge struct {
+	ID           string     `json:"id"`
+	From         string     `json:"from"`      // requesting agent
+	To           string     `json:"to"`        // target persona
+	Requester    Human      `json:"requester"` // the verified human behind From
+	Requested    Scope      `json:"requested"` // normalized
+	Granted      Scope      `json:"granted,omitempty"`
+	Why          string     `json:"why"`
+	State        EdgeState  `json:"state"`
+	Provenance   Provenance `json:"provenance"`
+	ApprovalTodo string     `json:"approval_todo"`
+	GrantID      string     `json:"grant,omitempty"`
+	CreatedAt    time.Time  `json:"created_at"`
+	UpdatedAt    time.Time  `json:"updated_at"`
+	ExpiresAt    time.Time  `json:"expires_at"` // when a pending request lapses
+}
+
+// edgeRec is the stored form: it also knows the target's human, which the
+// public Edge does not reveal to the requester.
+type edgeRec struct {
+	Edge
+	Target Human `json:"target_human"`
+}
+
+// FriendRequest is agent From asking persona To for Scope over To's queues.
+type FriendRequest struct {
+	From  string // the requesting agent; a persona published here
+	To    string // the target persona; must resolve in the directory
+	Scope Scope  // what From asks for: grantable verbs on To's queues
+	Why   string // shown to To's human; at most Limits.MaxWhy bytes
+	// IDToken is an OIDC ID token of From's owner from an allow-listed
+	// issuer, whose nonce is RequestNonce(From, To, Scope, Why). It is
+	// verified, hashed against replay and then discarded.
+	IDToken string
+}
+
+// Approval is the legible summary an approval todo carries: who asks, why,
+// and for what, in words a human can decide on.
+type Approval struct {
+	EdgeID    string    `json:"edge"`
+	From      Listing   `json:"from"`  // the requesting agent's id and card
+	To        string    `json:"to"`    // your persona being asked
+	Human     Attested  `json:"human"` // the requesting human, as the issuer attested
+	Why       string    `json:"why"`
+	Scope     Scope     `json:"scope"`
+	ScopeText []string  `json:"scope_text"`
+	ExpiresAt time.Time `json:"expires_at"`
+}
+
+// Attested is a human as an identity provider vouched for them.
+type Attested struct {
+	Issuer  string   `json:"iss"`
+	Subject string   `json:"sub"`
+	Name    string   `json:"name,omitempty"`
+	Email   string   `json:"email,omitempty"`
+	AMR     []string `json:"amr,omitempty"`
+	ACR     string   `json:"acr,omitempty"`
+}
+
+// Text renders the approval as plain text a host can show as is.
+func (a Approval) Text() string {
+	var b strings.Builder
+	who := a.Human.Name
+	if who == "" {
+		who = a.Human.Subject
+	}
+	fmt.Fprintf(&b, "Friend request for %s\n", a.To)
+	fmt.Fprintf(&b, "Who:   agent %q (%s), acting for %s", a.From.Card.Name, a.From.ID, who)
+	if a.Human.Email != "" {
+		fmt.Fprintf(&b, " <%s>", a.Human.Email)
+	}
+	fmt.Fprintf(&b, "\n       verified by %s (subject %s)\n", a.Human.Issuer, a.Human.Subject)
+	fmt.Fprintf(&b, "Why:   %s\n", a.Why)
+	b.WriteString("Scope:\n")
+	for _, l := range a.ScopeText {
+		fmt.Fprintf(&b, "  - %s\n", l)
+	}
+	fmt.Fprintf(&b, "Expires: %s\n", a.ExpiresAt.UTC().Format(time.RFC3339))
+	return b.String()
+}
+
+// Request sends a friend request from agent r.From to persona r.To. It
+// verifies r.IDToken (allow-listed issuer, signature, audience, expiry,
+// freshness, nonce bound to this request, not seen before), checks that the
+// verified human owns r.From and that r.To resolves in the directory, and
+// then, in one transaction, records a pending edge and puts an approval todo
+// in the target human's approvals queue. The pending edge grants nothing.
+//
+// If an identical request (same scope and why) is already pending, that edge
+// is returned and nothing new is stored; a pending request in the same
+// direction with a different scope is ErrConflict.
+//
+// Errors: ErrInvalidArgument for malformed input, ErrProvenance for a token
+// that fails any check or a human who does not own r.From, ErrNotFound for a
+// target the directory does not resolve. A failed request stores nothing.
+func (s *Switchboard) Request(ctx context.Context, r FriendRequest) (Edge, error) {
+	fail := func(err error) (Edge, error) { return Edge{}, fmt.Errorf("switchboard: request: %w", err) }
+	if err := s.checkName("from", r.From); err != nil {
+		return fail(err)
+	}
+	if err := s.checkName("to", r.To); err != nil {
+		return fail(err)
+	}
+	if r.From == r.To {
+		return fail(invalid("an agent cannot befriend itself"))
+	}
+	if err := checkText("why", r.Why, s.limits.MaxWhy, true); err != nil {
+		return fail(err)
+	}
+	if strings.TrimSpace(r.Why) == "" {
+		return fail(invalid("empty why"))
+	}
+	sc, err := s.validateScope(r.Scope, true)
+	if err != nil {
+		return fail(err)
+	}
+	prov, err := s.oidc.verify(ctx, r.IDToken, RequestNonce(r.From, r.To, sc, r.Why), s.limits.MaxToken)
+	if err != nil {
+		return fail(err)
+	}
+	var out Edge
+	err = s.update(ctx, func(t *txn) error {
+		from, err := t.persona(r.From)
+		if err != nil {
+			return err
+		}
+		if from.Owner != prov.Human() {
+			return provErr("verified human does not own the requesting agent", nil)
+		}
+		to, err := t.discoverable(r.To)
+		if err != nil {
+			return err
+		}
+		if id, err := t.lookup(tEdgePending, r.From+sep+r.To); err != nil {
+			return err
+		} else if id != "" {
+			var old edgeRec
+			if err := t.get(tEdges, id, &old, "edge"); err != nil {
+				return err
+			}
+			switch {
+			case !t.now.Before(old.ExpiresAt):
+				// Lapsed but not yet reaped: expire it here and go on.
+				if err := t.decide(&old, EdgeExpired, systemActor, EventEdgeExpired); err != nil {
+					return err
+				}
+				if err := t.put(tEdges, old.ID, old); err != nil {
+					return err
+				}
+			case Equal(old.Requested, sc) && old.Why == r.Why:
+				out = old.Edge
+				return nil
+			default:
+				return fmt.Errorf("%w: a different request from %s to %s is already pending; withdraw it first", ErrConflict, r.From, r.To)
+			}
+		}
+		if err := t.checkReplay(prov); err != nil {
+			return err
+		}
+		e := edgeRec{
+			Edge: Edge{
+				ID: newID("edge"), From: r.From, To: r.To, Requester: prov.Human(),
+				Requested: sc, Why: r.Why, State: EdgePending, Provenance: prov,
+				CreatedAt: t.now, UpdatedAt: t.now, ExpiresAt: t.now.Add(s.cfg.PendingTTL),
+			},
+			Target: to.Owner,
+		}
+		ap := Approval{
+			EdgeID: e.ID, From: Listing{ID: from.ID, Card: from.Card}, To: to.ID,
+			Human: Attested{Issuer: prov.Issuer, Subject: prov.Subject, Name: prov.Name, Email: prov.Email, AMR: prov.AMR, ACR: prov.ACR},
+			Why:   r.Why, Scope: sc, ScopeText: sc.Describe(), ExpiresAt: e.ExpiresAt,
+		}
+		td, err := t.insertTodo(todoRec{Todo: Todo{
+			Queue: ApprovalsQueue, Kind: KindFriendRequest,
+			Title:  clip(fmt.Sprintf("Friend request: %s → %s", from.Card.Name, to.Card.Name), s.limits.MaxTitle),
+			Origin: Origin{Agent: from.ID, Edge: e.ID, Human: prov.Human()}, Approval: &ap,
+		}, QueueKey: approvalsKey(to.Owner)}, agentActor(from.ID), false)
+		if err != nil {
+			return err
+		}
+		e.ApprovalTodo = td.ID
+		if err := t.put(tEdges, e.ID, e); err != nil {
+			return err
+		}
+		if err := t.putRaw(tEdgePending, r.From+sep+r.To, e.ID); err != nil {
+			return err
+		}
+		out = e.Edge
+		return t.emit(Event{Type: EventEdgeRequested, Actor: agentActor(from.ID), Persona: from.ID, Edge: e.ID, Todo: td.ID})
+	})
+	if err != nil {
+		return fail(err)
+	}
+	return out, nil
+}
+
+// KindFriendRequest is the kind of an approval todo.
+const KindFriendRequest = "switchboard.friend_request"
+
+// pendingEdge loads edge id for a human decision: it must exist and be
+// visible to human through side (the target for Approve and Deny, the
+// requester for Withdraw), and be pending and unexpired.
+func (t *txn) pendingEdge(id string, human Human, asTarget bool) (*edgeRec, error) {
+	var e edgeRec
+	if err := t.get(tEdges, id, &e, "edge"); err != nil {
+		return nil, err
+	}
+	if (asTarget && e.Target != human) || (!asTarget && e.Requester != human) {
+		return nil, notFound("edge")
+	}
+	if e.State != EdgePending {
+		return nil, fmt.Errorf("%w: edge is %s", ErrInvalidTransition, e.State)
+	}
+	if !t.now.Before(e.ExpiresAt) {
+		return nil, fmt.Errorf("%w: request expired", ErrInvalidTransition)
+	}
+	return &e, nil
+}
+
+// decide moves a pending edge to state and resolves its approval todo.
+func (t *txn) decide(e *edgeRec, state EdgeState, actor string, typ EventType) error {
+	e.State, e.UpdatedAt = state, t.now
+	if err := t.del(tEdgePending, e.From+sep+e.To); err != nil {
+		return err
+	}
+	td, err := t.todo(e.ApprovalTodo)
+	if err != nil {
+		return err
+	}
+	end, how := TodoDone, AttemptCompleted
+	if state == EdgeWithdrawn || state == EdgeExpired {
+		end, how = TodoCancelled, AttemptCancelled
+	}
+	td.Result = []byte(state)
+	if err := t.endTodo(td, end, how, actor, string(state)); err != nil {
+		return err
+	}
+	return t.emit(Event{Type: typ, Actor: actor, Persona: e.To, Edge: e.ID, Todo: td.ID})
+}
+
+// Approve is the vend: the target persona's human approves a pending friend
+// request, optionally narrowing its scope. narrowed == nil grants the scope
+// as requested; otherwise the grant's scope is requested ∩ narrowed, and a
+// narrowed scope holding anything not requested is ErrScopeExceedsRequest
+// and changes nothing.
+//
+// In one transaction Approve marks the edge approved, completes the approval
+// todo, replaces any earlier approved grant in the same direction, and mints
+// the grant. The credential is returned only this once; the host hands it to
+// the requesting agent. Only the target's human may approve: anyone else gets
+// ErrNotFound.
+func (s *Switchboard) Approve(ctx context.Context, approver Human, edgeID string, narrowed Scope) (Grant, Credential, error) {
+	fail := func(err error) (Grant, Credential, error) {
+		return Grant{}, "", fmt.Errorf("switchboard: approve: %w", err)
+	}
+	if err := approver.validate(); err != nil {
+		return fail(err)
+	}
+	var nar Scope
+	if narrowed != nil {
+		var err error
+		if nar, err = s.validateScope(narrowed, true); err != nil {
+			return fail(err)
+		}
+	}
+	var g Grant
+	var cred Credential
+	err := s.update(ctx, func(t *txn) error {
+		e, err := t.pendingEdge(edgeID, approver, true)
+		if err != nil {
+			return err
+		}
+		granted := e.Requested
+		if narrowed != nil {
+			if !Subset(nar, e.Requested) {
+				return fmt.Errorf("%w: the approval names %v, the request only %v", ErrScopeExceedsRequest, nar.Describe(), e.Requested.Describe())
+			}
+			granted = Intersect(e.Requested, nar)
+		}
+		if old, err := t.lookup(tEdgeLive, e.From+sep+e.To); err != nil {
+			return err
+		} else if old != "" {
+			if err := t.replaceEdge(old, humanActor(approver)); err != nil {
+				return err
+			}
+		}
+		g, cred, err = t.mint(Grant{Holder: e.From, Target: e.To, Grantor: approver, Scope: granted, EdgeID: e.ID})
+		if err != nil {
+			return err
+		}
+		e.Granted, e.GrantID = granted, g.ID
+		if err := t.decide(e, EdgeApproved, humanActor(approver), EventEdgeApproved); err != nil {
+			return err
+		}
+		if err := t.put(tEdges, e.ID, e); err != nil {
+			return err
+		}
+		return t.putRaw(tEdgeLive, e.From+sep+e.To, e.ID)
+	})
+	if err != nil {
+		return fail(err)
+	}
+	return g, cred, nil
+}
+
+// replaceEdge retires the approved edge id because a new approval in the same
+// direction supersedes it. Its grant is revoked; its queued todos stay, as
+// they came from a party still trusted.
+func (t *txn) replaceEdge(id, actor string) error {
+	var e edgeRec
+	if err := t.get(tEdges, id, &e, "edge"); err != nil {
+		return err
+	}
+	var g grantRec
+	if err := t.get(tGrants, e.GrantID, &g, "grant"); err != nil {
+		return err
+	}
+	return t.revokeGrant(&g, &e, actor, "replaced", false)
+}
+
+// Deny refuses a pending friend request. Only the target's human may deny;
+// anyone else gets ErrNotFound.
+func (s *Switchboard) Deny(ctx context.Context, human Human, edgeID string) error {
+	return s.settle(ctx, "deny", human, edgeID, true, EdgeDenied, EventEdgeDenied)
+}
+
+// Withdraw takes back a pending friend request. Only the requesting human
+// may withdraw; anyone else gets ErrNotFound.
+func (s *Switchboard) Withdraw(ctx context.Context, human Human, edgeID string) error {
+	return s.settle(ctx, "withdraw", human, edgeID, false, EdgeWithdrawn, EventEdgeWithdrawn)
+}
+
+func (s *Switchboard) settle(ctx context.Context, op string, human Human, edgeID string, asTarget bool, state EdgeState, typ EventType) error {
+	if err := human.validate(); err != nil {
+		return fmt.Errorf("switchboard: %s: %w", op, err)
+	}
+	err := s.update(ctx, func(t *txn) error {
+		e, err := t.pendingEdge(edgeID, human, asTarget)
+		if err != nil {
+			return err
+		}
+		if err := t.decide(e, state, humanActor(human), typ); err != nil {
+			return err
+		}
+		return t.put(tEdges, e.ID, e)
+	})
+	if err != nil {
+		return fmt.Errorf("switchboard: %s: %w", op, err)
+	}
+	return nil
+}
+
+// Edge returns an edge to a human on either side of it; to anyone else it
+// is ErrNotFound.
+func (s *Switchboard) Edge(ctx context.Context, human Human, edgeID string) (Edge, error) {
+	var out Edge
+	err := s.view(ctx, func(t *txn) error {
+		var e edgeRec
+		if err := t.get(tEdges, edgeID, &e, "edge"); err != nil {
+			return err
+		}
+		if e.Requester != human && e.Target != human {
+			return notFound("edge")
+		}
+		out = e.Edge
+		return nil
+	})
+	if err != nil {
+		return Edge{}, fmt.Errorf("switchboard: edge: %w", err)
+	}
+	return out, nil
+}
+
+// Approvals lists the friend requests waiting in human's approvals queue,
+// oldest first. Each todo's Approval holds the who / why / scope summary.
+func (s *Switchboard) Approvals(ctx context.Context, human Human) ([]Todo, error) {
+	if err := human.validate(); err != nil {
+		return nil, fmt.Errorf("switchboard: approvals: %w", err)
+	}
+	var out []Todo
+	err := s.view(ctx, func(t *txn) error {
+		var err error
+		out, err = t.listQueued(approvalsKey(human), "", 0)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("switchboard: approvals: %w", err)
+	}
+	return out, nil
+}

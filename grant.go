@@ -1,0 +1,522 @@
+package switchboard
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Verb is one right over a queue.
+type Verb string
+
+// The verbs a scope can hold. Friend grants may hold only the grantable ones
+// (see GrantableVerbs); a human's Vend to their own agent may hold all.
+const (
+	VerbCreateFor Verb = "create_for" // add todos to the queue
+	VerbList      Verb = "list"       // list todos
+	VerbGet       Verb = "get"        // read one todo
+	VerbClaim     Verb = "claim"      // lease the next ready todo
+	VerbHeartbeat Verb = "heartbeat"  // extend a lease
+	VerbComplete  Verb = "complete"   // finish a leased todo
+	VerbFail      Verb = "fail"       // give up on a leased todo, to be retried
+	VerbRelease   Verb = "release"    // hand a leased todo back unfinished
+	VerbCancel    Verb = "cancel"     // cancel a queued todo (queue owner only)
+)
+
+// GrantableVerbs are the verbs a friend grant may carry: create_for and the
+// drain verbs.
+var GrantableVerbs = []Verb{VerbCreateFor, VerbList, VerbGet, VerbClaim, VerbHeartbeat, VerbComplete, VerbFail, VerbRelease}
+
+var allVerbs = append(slices.Clone(GrantableVerbs), VerbCancel)
+
+// ApprovalsQueue is the reserved name of a human's approvals queue, where
+// friend requests to any of their personas land. It is never grantable to a
+// friend; a human may Vend their own agent list and get on it so the agent
+// can show pending approvals — but approving is a human act no credential
+// can perform.
+const ApprovalsQueue = "_approvals"
+
+// Describe says in plain words what v lets the holder do.
+func (v Verb) Describe() string {
+	switch v {
+	case VerbCreateFor:
+		return "create todos"
+	case VerbList:
+		return "list the todos it created"
+	case VerbGet:
+		return "read the todos it created"
+	case VerbClaim:
+		return "claim todos to work on"
+	case VerbHeartbeat:
+		return "extend its leases"
+	case VerbComplete:
+		return "complete claimed todos"
+	case VerbFail:
+		return "fail claimed todos"
+	case VerbRelease:
+		return "release claimed todos"
+	case VerbCancel:
+		return "cancel queued todos"
+	}
+	return string(v)
+}
+
+// ScopeEntry grants verbs over one queue.
+type ScopeEntry struct {
+	Queue string `json:"queue"`
+	Verbs []Verb `json:"verbs"`
+}
+
+// Scope is a set of (queue, verbs) entries. A normalized scope (see
+// Normalize) has its entries sorted by queue, one entry per queue, verbs
+// sorted and unique, and no entry without verbs. The nil Scope is empty.
+type Scope []ScopeEntry
+
+// Normalize returns s in normal form: entries for one queue merged, verbs
+// sorted and deduplicated, empty entries dropped. It does not validate names
+// or verbs; Validate does.
+func Normalize(s Scope) Scope {
+	byQueue := map[string][]Verb{}
+	for _, e := range s {
+		byQueue[e.Queue] = append(byQueue[e.Queue], e.Verbs...)
+	}
+	out := make(Scope, 0, len(byQueue))
+	for q, vs := range byQueue {
+		slices.Sort(vs)
+		vs = slices.Compact(vs)
+		if len(vs) == 0 {
+			continue
+		}
+		out = append(out, ScopeEntry{Queue: q, Verbs: vs})
+	}
+	slices.SortFunc(out, func(a, b ScopeEntry) int { return strings.Compare(a.Queue, b.Queue) })
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+// Allows reports whether s holds verb v on queue q.
+func (s Scope) Allows(q string, v Verb) bool {
+	for _, e := range s {
+		if e.Queue == q && slices.Contains(e.Verbs, v) {
+			return true
+		}
+	}
+	return false
+}
+
+// Has reports whether s names queue q with any verb.
+func (s Scope) Has(q string) bool {
+	for _, e := range s {
+		if e.Queue == q && len(e.Verbs) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// Intersect returns the normalized scope of the (queue, verb) pairs held by
+// both s and o.
+func Intersect(s, o Scope) Scope {
+	var out Scope
+	for _, e := range Normalize(s) {
+		var vs []Verb
+		for _, v := range e.Verbs {
+			if o.Allows(e.Queue, v) {
+				vs = append(vs, v)
+			}
+		}
+		if len(vs) > 0 {
+			out = append(out, ScopeEntry{Queue: e.Queue, Verbs: vs})
+		}
+	}
+	return out
+}
+
+// Subset reports whether every (queue, verb) pair of s is held by o.
+func Subset(s, o Scope) bool {
+	for _, e := range s {
+		for _, v := range e.Verbs {
+			if !o.Allows(e.Queue, v) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// Equal reports whether s and o hold the same (queue, verb) pairs.
+func Equal(s, o Scope) bool { return Subset(s, o) && Subset(o, s) }
+
+// Describe renders s in plain words, one line per queue.
+func (s Scope) Describe() []string {
+	var out []string
+	for _, e := range Normalize(s) {
+		words := make([]string, len(e.Verbs))
+		for i, v := range e.Verbs {
+			words[i] = v.Describe()
+		}
+		out = append(out, fmt.Sprintf("queue %q: %s", e.Queue, strings.Join(words, ", ")))
+	}
+	return out
+}
+
+// validateScope normalizes s and checks its names, verbs and size. friend
+// restricts it to GrantableVerbs and non-reserved queues.
+func (s *Switchboard) validateScope(sc Scope, friend bool) (Scope, error) {
+	n := Normalize(sc)
+	if len(n) == 0 {
+		return nil, invalid("empty scope")
+	}
+	if len(n) > s.limits.MaxScopeEntries {
+		return nil, invalid("scope has %d queues, limit %d", len(n), s.limits.MaxScopeEntries)
+	}
+	for _, e := range n {
+		if e.Queue == ApprovalsQueue && !friend {
+			for _, v := range e.Verbs {
+				if v != VerbList && v != VerbGet {
+					return nil, invalid("verb %q on %s: only list and get are allowed there", v, ApprovalsQueue)
+				}
+			}
+			continue
+		}
+		if err := s.checkQueueName(e.Queue); err != nil {
+			return nil, err
+		}
+		for _, v := range e.Verbs {
+			allowed := allVerbs
+			if friend {
+				allowed = GrantableVerbs
+			}
+			if !slices.Contains(allowed, v) {
+				return nil, invalid("verb %q is not grantable here", v)
+			}
+		}
+	}
+	return n, nil
+}
+
+// GrantState is the state of a grant.
+type GrantState string
+
+// Grant states. An expired grant is reported as revoked.
+const (
+	GrantActive  GrantState = "active"
+	GrantRevoked GrantState = "revoked"
+)
+
+// Grant is a vended endpoint: it lets its holder agent use Scope over the
+// queues of Target (and, for a Vend, the grantor's approvals queue). A
+// friend grant comes from an approved edge (EdgeID); a Vend has none.
+type Grant struct {
+	ID           string        `json:"id"`
+	Holder       string        `json:"holder"`          // the agent that presents the credential
+	Target       string        `json:"target"`          // the persona whose queues the scope names
+	Grantor      Human         `json:"grantor"`         // the human who approved or vended it
+	Scope        Scope         `json:"scope"`           // normalized
+	EdgeID       string        `json:"edge,omitempty"`  // the friend edge, if any
+	State        GrantState    `json:"state"`           //
+	ExpiresAt    time.Time     `json:"expires_at"`      // zero: never
+	DefaultLease time.Duration `json:"default_lease"`   // zero: Config.DefaultLease
+	CreatedAt    time.Time     `json:"created_at"`      //
+	RevokedAt    time.Time     `json:"revoked_at"`      // zero while active
+	RevokedBy    string        `json:"revoked_by,omitempty"`
+}
+
+// grantRec is the stored form: the grant plus its credential hash.
+type grantRec struct {
+	Grant
+	CredHash []byte `json:"cred_hash"`
+}
+
+// live reports whether g can be used at now.
+func (g *Grant) live(now time.Time) bool {
+	return g.State == GrantActive && (g.ExpiresAt.IsZero() || now.Before(g.ExpiresAt))
+}
+
+// Credential is the secret an agent presents to act under a grant. It is
+// returned once, when the grant is minted, and stored only as a SHA-256 hash.
+// Its String method redacts it so that a stray %v in a log prints nothing
+// secret; use string(c) to hand it to its holder.
+type Credential string
+
+const credPrefix = "sbg_"
+
+// String returns a redacted form.
+func (c Credential) String() string {
+	if c == "" {
+		return ""
+	}
+	return credPrefix + "[redacted]"
+}
+
+// GoString returns a redacted form.
+func (c Credential) GoString() string { return `switchboard.Credential("` + c.String() + `")` }
+
+func newCredential() (Credential, []byte) {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic("switchboard: crypto/rand failed: " + err.Error())
+	}
+	c := Credential(credPrefix + base64.RawURLEncoding.EncodeToString(b[:]))
+	h := sha256.Sum256([]byte(c))
+	return c, h[:]
+}
+
+// mint creates an active grant and its credential inside t.
+func (t *txn) mint(g Grant) (Grant, Credential, error) {
+	cred, hash := newCredential()
+	g.ID = newID("grant")
+	g.State = GrantActive
+	g.CreatedAt = t.now
+	if err := t.put(tGrants, g.ID, grantRec{Grant: g, CredHash: hash}); err != nil {
+		return Grant{}, "", err
+	}
+	if err := t.putRaw(tCredIndex, string(hash), g.ID); err != nil {
+		return Grant{}, "", err
+	}
+	err := t.emit(Event{Type: EventGrantMinted, Actor: humanActor(g.Grantor), Persona: g.Holder, Edge: g.EdgeID, Grant: g.ID})
+	return g, cred, err
+}
+
+// authenticate resolves a credential to its live grant: the one place every
+// agent-facing call checks a credential.
+func (t *txn) authenticate(c Credential) (*grantRec, error) {
+	s := string(c)
+	if !strings.HasPrefix(s, credPrefix) || len(s) != len(credPrefix)+43 {
+		return nil, fmt.Errorf("%w: malformed credential", ErrUnauthenticated)
+	}
+	h := sha256.Sum256([]byte(s))
+	id, err := t.lookup(tCredIndex, string(h[:]))
+	if err != nil {
+		return nil, err
+	}
+	if id == "" {
+		return nil, fmt.Errorf("%w: unknown or revoked credential", ErrUnauthenticated)
+	}
+	var g grantRec
+	if err := t.get(tGrants, id, &g, "grant"); err != nil {
+		return nil, err
+	}
+	if subtle.ConstantTimeCompare(g.CredHash, h[:]) != 1 || !g.live(t.now) {
+		return nil, fmt.Errorf("%w: unknown or revoked credential", ErrUnauthenticated)
+	}
+	return &g, nil
+}
+
+// authorize is the one gate for every queue verb: the credential must be live,
+// the queue must be in the grant's scope (else ErrNotFound — exactly as for a
+// queue that does not exist), and the verb must be granted on it.
+func (s *Switchboard) authorize(t *txn, c Credential, queue string, v Verb) (*grantRec, string, error) {
+	g, err := t.authenticate(c)
+	if err != nil {
+		return nil, "", err
+	}
+	if queue != ApprovalsQueue {
+		if err := s.checkQueueName(queue); err != nil {
+			return nil, "", err
+		}
+	}
+	if !g.Scope.Has(queue) {
+		return nil, "", notFound("queue")
+	}
+	if !g.Scope.Allows(queue, v) {
+		return nil, "", fmt.Errorf("%w: grant does not allow %s on this queue", ErrForbidden, v)
+	}
+	return g, queueKey(&g.Grant, queue), nil
+}
+
+// queueKey is the store-wide address of a queue named by a grant: a
+// persona's queue, or the grantor's approvals queue.
+func queueKey(g *Grant, queue string) string {
+	if queue == ApprovalsQueue {
+		return approvalsKey(g.Grantor)
+	}
+	return "p:" + g.Target + "/" + queue
+}
+
+func approvalsKey(h Human) string { return "h:" + h.key() + "/" + ApprovalsQueue }
+
+// Authenticate returns the live grant a credential stands for, or
+// ErrUnauthenticated.
+func (s *Switchboard) Authenticate(ctx context.Context, c Credential) (Grant, error) {
+	var g Grant
+	err := s.view(ctx, func(t *txn) error {
+		r, err := t.authenticate(c)
+		if err != nil {
+			return err
+		}
+		g = r.Grant
+		return nil
+	})
+	if err != nil {
+		return Grant{}, fmt.Errorf("switchboard: authenticate: %w", err)
+	}
+	return g, nil
+}
+
+// VendRequest describes a grant a human gives one of their own agents.
+type VendRequest struct {
+	// Agent is the persona that will hold the credential. It must be owned
+	// by the vending human.
+	Agent string
+	// Target is the persona whose queues Scope names. Empty means Agent. It
+	// must be owned by the vending human.
+	Target string
+	// Scope may hold any verb, and list/get on ApprovalsQueue.
+	Scope Scope
+	// ExpiresAt ends the grant; zero means it lasts until revoked.
+	ExpiresAt time.Time
+	// DefaultLease is the lease length for claims that name none; zero means
+	// Config.DefaultLease.
+	DefaultLease time.Duration
+}
+
+// Vend lets human grant one of their own agents a scope over their own
+// queues, so the agent can drain them. It returns the grant and its
+// credential, which is shown only this once.
+func (s *Switchboard) Vend(ctx context.Context, human Human, r VendRequest) (Grant, Credential, error) {
+	if err := human.validate(); err != nil {
+		return Grant{}, "", fmt.Errorf("switchboard: vend: %w", err)
+	}
+	if r.Target == "" {
+		r.Target = r.Agent
+	}
+	sc, err := s.validateScope(r.Scope, false)
+	if err != nil {
+		return Grant{}, "", fmt.Errorf("switchboard: vend: %w", err)
+	}
+	if r.DefaultLease < 0 || r.DefaultLease > s.cfg.MaxLease {
+		return Grant{}, "", fmt.Errorf("switchboard: vend: %w", invalid("default lease %s outside (0, %s]", r.DefaultLease, s.cfg.MaxLease))
+	}
+	var g Grant
+	var cred Credential
+	err = s.update(ctx, func(t *txn) error {
+		if !r.ExpiresAt.IsZero() && !r.ExpiresAt.After(t.now) {
+			return invalid("expiry in the past")
+		}
+		for _, id := range []string{r.Agent, r.Target} {
+			p, err := t.persona(id)
+			if err != nil {
+				return err
+			}
+			if p.Owner != human {
+				return notFound("persona") // not yours looks like not there
+			}
+		}
+		var err error
+		g, cred, err = t.mint(Grant{
+			Holder: r.Agent, Target: r.Target, Grantor: human, Scope: sc,
+			ExpiresAt: r.ExpiresAt.UTC(), DefaultLease: r.DefaultLease,
+		})
+		return err
+	})
+	if err != nil {
+		return Grant{}, "", fmt.Errorf("switchboard: vend: %w", err)
+	}
+	return g, cred, nil
+}
+
+// Revoke kills a grant at once: its credential fails from the next call on.
+// The grantor may revoke any grant; for a friend grant the requesting human
+// may revoke it too (either side of the edge). In the same transaction the
+// edge becomes revoked and todos that came through the grant and are not yet
+// claimed are cancelled; claimed ones finish or fail normally. Revoking a
+// grant that is already revoked or expired succeeds and changes nothing.
+// A grant the human may not revoke is ErrNotFound.
+func (s *Switchboard) Revoke(ctx context.Context, human Human, grantID string) error {
+	if err := human.validate(); err != nil {
+		return fmt.Errorf("switchboard: revoke: %w", err)
+	}
+	err := s.update(ctx, func(t *txn) error {
+		var g grantRec
+		if err := t.get(tGrants, grantID, &g, "grant"); err != nil {
+			return err
+		}
+		allowed := g.Grantor == human
+		var e *edgeRec
+		if g.EdgeID != "" {
+			var rec edgeRec
+			if err := t.get(tEdges, g.EdgeID, &rec, "edge"); err != nil {
+				return err
+			}
+			e = &rec
+			allowed = allowed || rec.Requester == human
+		}
+		if !allowed {
+			return notFound("grant")
+		}
+		if g.State != GrantActive {
+			return nil
+		}
+		return t.revokeGrant(&g, e, humanActor(human), "revoked", true)
+	})
+	if err != nil {
+		return fmt.Errorf("switchboard: revoke: %w", err)
+	}
+	return nil
+}
+
+// revokeGrant revokes g (and its edge e, if any) inside t. cancelQueued
+// cancels the grant's todos that are not yet claimed.
+func (t *txn) revokeGrant(g *grantRec, e *edgeRec, actor, why string, cancelQueued bool) error {
+	g.State, g.RevokedAt, g.RevokedBy = GrantRevoked, t.now, actor
+	if err := t.del(tCredIndex, string(g.CredHash)); err != nil {
+		return err
+	}
+	if err := t.put(tGrants, g.ID, g); err != nil {
+		return err
+	}
+	if err := t.emit(Event{Type: EventGrantRevoked, Actor: actor, Persona: g.Holder, Edge: g.EdgeID, Grant: g.ID, Detail: why}); err != nil {
+		return err
+	}
+	if e != nil && e.State == EdgeApproved {
+		typ := EventEdgeRevoked
+		e.State = EdgeRevoked
+		if why == "replaced" {
+			e.State, typ = EdgeReplaced, EventEdgeReplaced
+		}
+		e.UpdatedAt = t.now
+		if err := t.put(tEdges, e.ID, e); err != nil {
+			return err
+		}
+		if err := t.del(tEdgeLive, e.From+sep+e.To); err != nil {
+			return err
+		}
+		if err := t.emit(Event{Type: typ, Actor: actor, Persona: e.From, Edge: e.ID, Grant: g.ID}); err != nil {
+			return err
+		}
+	}
+	if !cancelQueued {
+		return nil
+	}
+	var queued []string
+	err := t.scanPrefix(tByGrant, g.ID+sep, func(_, id string) (bool, error) {
+		queued = append(queued, id)
+		return true, nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, id := range queued {
+		td, err := t.todo(id)
+		if err != nil {
+			return err
+		}
+		if td.State != TodoQueued {
+			continue
+		}
+		if err := t.endTodo(td, TodoCancelled, AttemptRevoked, actor, "grant revoked"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+

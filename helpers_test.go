@@ -1,0 +1,211 @@
+package switchboard_test
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchboardhq/switchboard"
+	"github.com/switchboardhq/switchboard/internal/testissuer"
+	"github.com/switchboardhq/switchboard/store"
+	"github.com/switchboardhq/switchboard/store/bolt"
+	"github.com/switchboardhq/switchboard/store/memory"
+)
+
+var ctx = context.Background()
+
+// clock is a settable test clock.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+// backends are the stores every domain test runs on.
+var backends = []struct {
+	name string
+	open func(t *testing.T) store.Store
+}{
+	{"memory", func(t *testing.T) store.Store { return memory.New() }},
+	{"bolt", func(t *testing.T) store.Store {
+		s, err := bolt.Open(filepath.Join(t.TempDir(), "switchboard.db"), nil)
+		require.NoError(t, err)
+		return s
+	}},
+}
+
+// harness is one Switchboard on one backend with a real local issuer and
+// three humans: alice (agent alice-bot), bob (personas bob-desk, discoverable,
+// and bob-private, not) and carol (agent carol-bot).
+type harness struct {
+	t     *testing.T
+	sb    *switchboard.Switchboard
+	st    store.Store
+	clock *clock
+	iss   *testissuer.Issuer
+
+	alice, bob, carol switchboard.Human
+}
+
+// eachBackend runs fn as a subtest on every backend.
+func eachBackend(t *testing.T, fn func(t *testing.T, h *harness)) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			st := b.open(t)
+			t.Cleanup(func() { _ = st.Close() })
+			fn(t, newHarness(t, st))
+		})
+	}
+}
+
+func newHarness(t *testing.T, st store.Store) *harness {
+	t.Helper()
+	iss, err := testissuer.New("switchboard-test")
+	require.NoError(t, err)
+	t.Cleanup(iss.Close)
+	clk := &clock{t: time.Now().UTC().Truncate(time.Second)}
+	sb, err := switchboard.New(st, &switchboard.Config{Now: clk.Now, Issuers: []switchboard.Issuer{iss.Config()}})
+	require.NoError(t, err)
+	h := &harness{t: t, sb: sb, st: st, clock: clk, iss: iss,
+		alice: iss.Human("alice"), bob: iss.Human("bob"), carol: iss.Human("carol")}
+	h.publish(h.alice, "alice-bot", true)
+	h.publish(h.bob, "bob-desk", true)
+	h.publish(h.bob, "bob-private", false)
+	h.publish(h.carol, "carol-bot", true)
+	return h
+}
+
+func card(name string) switchboard.AgentCard {
+	return switchboard.AgentCard{
+		Name: name, Description: "test agent " + name, Version: "1.0.0",
+		Skills: []switchboard.AgentSkill{{ID: "todo", Name: "Todos", Description: "takes todos", Tags: []string{"todo"}}},
+	}
+}
+
+func (h *harness) publish(owner switchboard.Human, id string, discoverable bool) {
+	h.t.Helper()
+	_, err := h.sb.Publish(ctx, switchboard.Persona{ID: id, Owner: owner, Card: card(id), Discoverable: discoverable})
+	require.NoError(h.t, err)
+}
+
+// token mints a valid ID token for human bound to the request.
+func (h *harness) token(human switchboard.Human, from, to string, sc switchboard.Scope, why string) string {
+	return h.iss.Token(human.Subject, human.Subject+" Example", human.Subject+"@example.com",
+		switchboard.RequestNonce(from, to, sc, why), h.clock.Now())
+}
+
+// request sends a correctly signed friend request on behalf of human.
+func (h *harness) request(human switchboard.Human, from, to string, sc switchboard.Scope, why string) (switchboard.Edge, error) {
+	return h.sb.Request(ctx, switchboard.FriendRequest{
+		From: from, To: to, Scope: sc, Why: why, IDToken: h.token(human, from, to, sc, why),
+	})
+}
+
+// friend makes from a friend of to with scope and returns the credential.
+func (h *harness) friend(human, approver switchboard.Human, from, to string, sc switchboard.Scope) (switchboard.Grant, switchboard.Credential) {
+	h.t.Helper()
+	e, err := h.request(human, from, to, sc, "let me send you work")
+	require.NoError(h.t, err)
+	g, cred, err := h.sb.Approve(ctx, approver, e.ID, nil)
+	require.NoError(h.t, err)
+	return g, cred
+}
+
+// worker vends the owner's own agent the drain verbs on its queues.
+func (h *harness) worker(owner switchboard.Human, persona string, queues ...string) switchboard.Credential {
+	h.t.Helper()
+	var sc switchboard.Scope
+	for _, q := range queues {
+		sc = append(sc, switchboard.ScopeEntry{Queue: q, Verbs: []switchboard.Verb{
+			switchboard.VerbList, switchboard.VerbGet, switchboard.VerbClaim, switchboard.VerbHeartbeat,
+			switchboard.VerbComplete, switchboard.VerbFail, switchboard.VerbRelease, switchboard.VerbCancel,
+		}})
+	}
+	_, cred, err := h.sb.Vend(ctx, owner, switchboard.VendRequest{Agent: persona, Scope: sc})
+	require.NoError(h.t, err)
+	return cred
+}
+
+func scope(queue string, verbs ...switchboard.Verb) switchboard.Scope {
+	return switchboard.Scope{{Queue: queue, Verbs: verbs}}
+}
+
+// dump is every key and value in the store, by table, for before/after
+// comparisons. Tables are discovered through a recording wrapper.
+func dump(t *testing.T, st store.Store, tables []string) map[string]map[string]string {
+	t.Helper()
+	out := map[string]map[string]string{}
+	err := st.View(ctx, func(tx store.Tx) error {
+		for _, tb := range tables {
+			m := map[string]string{}
+			if err := tx.Scan(tb, nil, nil, func(k, v []byte) bool { m[string(k)] = string(v); return true }); err != nil {
+				return err
+			}
+			out[tb] = m
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	return out
+}
+
+// faultyStore wraps a real store, records the tables written, and can fail
+// the n-th Put of the next Update.
+type faultyStore struct {
+	store.Store
+	mu     sync.Mutex
+	tables map[string]bool
+	failAt int // 0: never
+}
+
+var errInjected = errors.New("injected failure")
+
+func (f *faultyStore) Update(ctx context.Context, fn func(store.Tx) error) error {
+	f.mu.Lock()
+	failAt := f.failAt
+	f.mu.Unlock()
+	return f.Store.Update(ctx, func(tx store.Tx) error {
+		return fn(&faultyTx{Tx: tx, f: f, failAt: failAt})
+	})
+}
+
+func (f *faultyStore) tableList() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []string
+	for t := range f.tables {
+		out = append(out, t)
+	}
+	sort.Strings(out)
+	return out
+}
+
+type faultyTx struct {
+	store.Tx
+	f      *faultyStore
+	failAt int
+	puts   int
+}
+
+func (t *faultyTx) Put(table string, k, v []byte) error {
+	t.puts++
+	if t.failAt > 0 && t.puts == t.failAt {
+		return errInjected
+	}
+	t.f.mu.Lock()
+	t.f.tables[table] = true
+	t.f.mu.Unlock()
+	return t.Tx.Put(table, k, v)
+}
