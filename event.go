@@ -46,7 +46,7 @@ type Event struct {
 	Detail  string    `json:"detail,omitempty"`
 }
 
-func humanActor(h Human) string { return "human:" + h.Issuer + "#" + h.Subject }
+func humanActor(h Human) string   { return "human:" + h.Issuer + "#" + h.Subject }
 func agentActor(id string) string { return "agent:" + id }
 
 const systemActor = "system"
