@@ -209,3 +209,9 @@ func (t *faultyTx) Put(table string, k, v []byte) error {
 	t.f.mu.Unlock()
 	return t.Tx.Put(table, k, v)
 }
+
+func memoryStore(t testing.TB) store.Store {
+	s := memory.New()
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
