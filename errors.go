@@ -13,33 +13,33 @@ import (
 var (
 	// ErrNotFound: the thing does not exist, or exists but is not visible to
 	// the caller. The two are deliberately indistinguishable.
-	ErrNotFound = errors.New("switchboard: not found")
+	ErrNotFound = errors.New("not found")
 	// ErrUnauthenticated: the credential is malformed, unknown, revoked or
 	// expired.
-	ErrUnauthenticated = errors.New("switchboard: unauthenticated")
+	ErrUnauthenticated = errors.New("unauthenticated")
 	// ErrForbidden: the caller can see the thing but may not do this to it
 	// (for example a grant that can claim from a queue but not create in it).
-	ErrForbidden = errors.New("switchboard: forbidden")
+	ErrForbidden = errors.New("forbidden")
 	// ErrInvalidTransition: the record is not in a state that allows the
 	// operation (approving a denied edge, completing a finished todo).
-	ErrInvalidTransition = errors.New("switchboard: invalid state transition")
+	ErrInvalidTransition = errors.New("invalid state transition")
 	// ErrScopeExceedsRequest: an approval tried to grant more than was
 	// requested.
-	ErrScopeExceedsRequest = errors.New("switchboard: scope exceeds request")
+	ErrScopeExceedsRequest = errors.New("scope exceeds request")
 	// ErrLeaseLost: the lease presented is not the todo's current lease
 	// (stale, foreign or expired). Nothing was changed.
-	ErrLeaseLost = errors.New("switchboard: lease lost")
+	ErrLeaseLost = errors.New("lease lost")
 	// ErrProvenance: the friend request's ID token failed verification, or
 	// the verified human does not own the requesting agent.
-	ErrProvenance = errors.New("switchboard: provenance rejected")
+	ErrProvenance = errors.New("provenance rejected")
 	// ErrInvalidArgument: an input is empty, too large or malformed.
-	ErrInvalidArgument = errors.New("switchboard: invalid argument")
+	ErrInvalidArgument = errors.New("invalid argument")
 	// ErrConflict: the operation clashes with existing state, for example a
 	// persona id owned by another human, or a second pending request in the
 	// same direction with a different scope.
-	ErrConflict = errors.New("switchboard: conflict")
+	ErrConflict = errors.New("conflict")
 	// ErrQueueEmpty: Claim found no ready todo.
-	ErrQueueEmpty = errors.New("switchboard: queue empty")
+	ErrQueueEmpty = errors.New("queue empty")
 	// ErrClosed is the store's closed error, re-exported so callers need not
 	// import package store to match it.
 	ErrClosed = store.ErrClosed

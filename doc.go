@@ -1,0 +1,64 @@
+// Package switchboard lets AI agents find each other and hand each other
+// work — only with a human's approval, and with work that is never lost.
+//
+// Agents announce themselves with A2A Agent Cards in a bounded directory.
+// Agent A asks agent B for a scope over B's queues with a friend request
+// carrying an OIDC ID token of A's human; the request is a pending edge that
+// grants nothing, and its approval lands as a todo in B's human's approvals
+// queue with a legible who / why / scope summary. B's human approves —
+// optionally narrowing the scope — and that approval mints a grant whose
+// credential A's agent then uses to hand B work with CreateFor. Work never
+// arrives any other way: switchboard accepts no A2A task.
+//
+// Transport is the host's. The library opens no socket; a host wraps these
+// calls in its own HTTP or MCP layer, authenticates humans for the
+// human-facing calls, and passes agents' credentials through.
+//
+// # The flow
+//
+//  1. Discover: [Switchboard.Publish] a [Persona]; others [Switchboard.Lookup]
+//     it. Only discoverable personas resolve.
+//  2. Request: [Switchboard.Request] with a [FriendRequest]. Its ID token must
+//     come from an allow-listed [Issuer], name A's owner as subject, be fresh,
+//     and carry [RequestNonce] of the request as its nonce.
+//  3. Approval lands as a todo: [Switchboard.Approvals] lists them; each
+//     todo's [Approval] has the summary and a plain-text rendering.
+//  4. Approval is the vend: [Switchboard.Approve] with a narrowed [Scope] (or
+//     nil for the scope as requested) returns the [Grant] and its
+//     [Credential], once. [Switchboard.Deny] and [Switchboard.Withdraw] end a
+//     request instead.
+//  5. Work flows as todos: [Switchboard.CreateFor]; the queue's owner drains
+//     it with a credential from [Switchboard.Vend] through
+//     [Switchboard.Claim] and [Switchboard.Complete].
+//
+// # Rules on every edge
+//
+// Grants are per direction: A→B gives B nothing over A. Either side's human
+// may [Switchboard.Revoke] a grant; the next call with its credential fails
+// and todos from it that nobody has claimed yet are cancelled. Grants are
+// non-transitive: a queue, todo, edge or persona outside what a caller may
+// see is [ErrNotFound], worded exactly like one that does not exist.
+// Approve, Deny, Withdraw, Revoke and Vend are human acts: they take a
+// [Human], and no credential can perform them.
+//
+// # Storage
+//
+// Every record lives in a [store.Store], an ordered transactional key-value
+// interface; each operation is one transaction, so a failure leaves nothing
+// half-written, and every state change appends an [Event] to the audit log
+// in the same transaction. Package store/bolt is the default backend (a
+// single bbolt file) and store/memory serves tests. Several Switchboard
+// values may share one store.
+//
+// # Delivery
+//
+// Delivery is at-least-once: a worker whose lease expires before it
+// completes may see its todo handed to another worker. Handlers should be
+// idempotent — key side effects on the todo's ID.
+//
+// # Secrets
+//
+// Credentials are 256-bit random values shown once and stored as SHA-256
+// hashes; ID tokens are verified, hashed for replay protection and dropped.
+// Neither appears in an error, an event or a stored record.
+package switchboard

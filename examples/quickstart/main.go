@@ -1,0 +1,174 @@
+// Command quickstart walks switchboard's whole flow on the embedded bbolt
+// store: two humans publish agents, one agent sends a friend request proven
+// by a real (local) OIDC issuer, the other human approves it with a narrower
+// scope, work flows as a todo and is done, and a revocation cuts the grant
+// off at once.
+//
+//	go run ./examples/quickstart
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/switchboardhq/switchboard"
+	"github.com/switchboardhq/switchboard/internal/testissuer"
+	"github.com/switchboardhq/switchboard/store/bolt"
+)
+
+func main() {
+	if err := run(context.Background()); err != nil {
+		log.Fatal(err)
+	}
+}
+
+func step(n int, title string) { fmt.Printf("\n== %d. %s\n", n, title) }
+
+func run(ctx context.Context) error {
+	dir, err := os.MkdirTemp("", "switchboard-quickstart")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "switchboard.db")
+	st, err := bolt.Open(path, nil)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+
+	// A local identity provider stands in for Google, Okta or Entra: it
+	// serves discovery and JWKS over HTTP and signs real ID tokens.
+	iss, err := testissuer.New("switchboard-quickstart")
+	if err != nil {
+		return err
+	}
+	defer iss.Close()
+	sb, err := switchboard.New(st, &switchboard.Config{Issuers: []switchboard.Issuer{iss.Config()}})
+	if err != nil {
+		return err
+	}
+	alice, bob := iss.Human("alice"), iss.Human("bob")
+	fmt.Println("store:", path)
+	fmt.Println("trusted OIDC issuer:", iss.URL())
+
+	step(1, "Alice and Bob publish agents (A2A Agent Cards) in the local directory")
+	for _, p := range []switchboard.Persona{
+		{ID: "alice-travel", Owner: alice, Discoverable: true, Card: switchboard.AgentCard{
+			Name: "Alice's travel agent", Description: "Books trips for Alice", Version: "1.0",
+			Skills: []switchboard.AgentSkill{{ID: "book", Name: "Book travel", Description: "Flights and hotels"}}}},
+		{ID: "bob-accounts", Owner: bob, Discoverable: true, Card: switchboard.AgentCard{
+			Name: "Bob's accounts desk", Description: "Pays approved invoices", Version: "2.1",
+			Skills: []switchboard.AgentSkill{{ID: "pay", Name: "Pay invoices", Description: "Pays invoices", Tags: []string{"finance"}}}}},
+	} {
+		if _, err := sb.Publish(ctx, p); err != nil {
+			return err
+		}
+		fmt.Printf("published %-13s %q\n", p.ID, p.Card.Name)
+	}
+	listing, err := sb.Lookup(ctx, "bob-accounts")
+	if err != nil {
+		return err
+	}
+	fmt.Printf("alice-travel discovers bob-accounts: %q — %s\n", listing.Card.Name, listing.Card.Description)
+
+	step(2, "alice-travel sends a friend request, proven by Alice's ID token")
+	requested := switchboard.Scope{
+		{Queue: "invoices", Verbs: []switchboard.Verb{switchboard.VerbCreateFor, switchboard.VerbGet}},
+		{Queue: "refunds", Verbs: []switchboard.Verb{switchboard.VerbCreateFor}},
+	}
+	why := "I book Alice's trips and need to send you the invoices to pay."
+	nonce := switchboard.RequestNonce("alice-travel", "bob-accounts", requested, why)
+	idToken := iss.Token("alice", "Alice Liddell", "alice@example.com", nonce, time.Now())
+	edge, err := sb.Request(ctx, switchboard.FriendRequest{
+		From: "alice-travel", To: "bob-accounts", Scope: requested, Why: why, IDToken: idToken,
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Printf("edge %s is %s: it grants nothing yet\n", edge.ID, edge.State)
+
+	step(3, "The approval lands as a todo in Bob's own approvals queue")
+	approvals, err := sb.Approvals(ctx, bob)
+	if err != nil {
+		return err
+	}
+	fmt.Print(indent(approvals[0].Approval.Text()))
+
+	step(4, "Bob approves, narrowing the scope: invoices only, create only")
+	narrowed := switchboard.Scope{{Queue: "invoices", Verbs: []switchboard.Verb{switchboard.VerbCreateFor}}}
+	grant, credential, err := sb.Approve(ctx, bob, edge.ID, narrowed)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("grant %s minted for %s: %v\n", grant.ID, grant.Holder, grant.Scope.Describe())
+	// The host hands string(credential) to alice-travel over its own channel;
+	// its String method redacts it, so logging it by accident leaks nothing.
+	fmt.Printf("credential for alice-travel (shown once, stored only as a hash): %v\n", credential)
+
+	step(5, "alice-travel hands bob-accounts work — as a durable todo")
+	todo, created, err := sb.CreateFor(ctx, credential, "invoices", switchboard.NewTodo{
+		Kind: "invoice.pay", Title: "Hotel Sacher, 3 nights", Payload: []byte(`{"amount_eur":780}`), DedupKey: "inv-2026-0412",
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Printf("todo %s %s (created=%v)\n", todo.ID, todo.State, created)
+	again, created, err := sb.CreateFor(ctx, credential, "invoices", switchboard.NewTodo{Kind: "invoice.pay", DedupKey: "inv-2026-0412"})
+	if err != nil {
+		return err
+	}
+	fmt.Printf("a retry with the same dedup key returns %s (created=%v)\n", again.ID, created)
+	_, _, err = sb.CreateFor(ctx, credential, "refunds", switchboard.NewTodo{Kind: "refund"})
+	fmt.Printf("refunds was narrowed away: %v\n", err)
+
+	step(6, "Bob's own agent claims and completes the work")
+	_, worker, err := sb.Vend(ctx, bob, switchboard.VendRequest{Agent: "bob-accounts", Scope: switchboard.Scope{
+		{Queue: "invoices", Verbs: []switchboard.Verb{switchboard.VerbClaim, switchboard.VerbComplete, switchboard.VerbGet}}}})
+	if err != nil {
+		return err
+	}
+	claimed, lease, err := sb.Claim(ctx, worker, "invoices", &switchboard.ClaimOptions{Lease: 2 * time.Minute})
+	if err != nil {
+		return err
+	}
+	fmt.Printf("claimed %q (attempt %d), from agent %s acting for %s\n",
+		claimed.Title, lease.Attempt, claimed.Origin.Agent, claimed.Origin.Human.Subject)
+	if err := sb.Complete(ctx, worker, lease, []byte("paid, ref 55-1902")); err != nil {
+		return err
+	}
+	done, err := sb.Get(ctx, worker, claimed.ID)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("todo %s is %s: %s\n", done.ID, done.State, done.Result)
+
+	step(7, "Bob revokes the grant; the very next call fails")
+	if err := sb.Revoke(ctx, bob, grant.ID); err != nil {
+		return err
+	}
+	_, _, err = sb.CreateFor(ctx, credential, "invoices", switchboard.NewTodo{Kind: "invoice.pay"})
+	fmt.Printf("CreateFor after revoke: %v (unauthenticated: %v)\n", err, errors.Is(err, switchboard.ErrUnauthenticated))
+
+	step(8, "The audit log")
+	events, err := sb.Events(ctx, 0, 100)
+	if err != nil {
+		return err
+	}
+	for _, e := range events {
+		fmt.Printf("  %3d %-20s %s\n", e.Seq, e.Type, shortActor(e.Actor, iss.URL()))
+	}
+	return nil
+}
+
+func indent(s string) string {
+	return "  | " + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n  | ") + "\n"
+}
+
+func shortActor(a, issuer string) string { return strings.Replace(a, issuer+"#", "", 1) }
