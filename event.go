@@ -27,6 +27,9 @@ const (
 	EventTodoClaimed      EventType = "todo.claimed"
 	EventTodoCompleted    EventType = "todo.completed"
 	EventTodoCancelled    EventType = "todo.cancelled"
+	EventTodoFailed       EventType = "todo.failed"
+	EventTodoReleased     EventType = "todo.released"
+	EventTodoRedriven     EventType = "todo.redriven"
 	EventTodoLeaseExpired EventType = "todo.lease_expired"
 	EventTodoDead         EventType = "todo.dead"
 )

@@ -27,13 +27,14 @@ const (
 	VerbFail      Verb = "fail"       // give up on a leased todo, to be retried
 	VerbRelease   Verb = "release"    // hand a leased todo back unfinished
 	VerbCancel    Verb = "cancel"     // cancel a queued todo (queue owner only)
+	VerbRedrive   Verb = "redrive"    // re-queue a dead todo (queue owner only)
 )
 
 // GrantableVerbs are the verbs a friend grant may carry: create_for and the
 // drain verbs.
 var GrantableVerbs = []Verb{VerbCreateFor, VerbList, VerbGet, VerbClaim, VerbHeartbeat, VerbComplete, VerbFail, VerbRelease}
 
-var allVerbs = append(slices.Clone(GrantableVerbs), VerbCancel)
+var allVerbs = append(slices.Clone(GrantableVerbs), VerbCancel, VerbRedrive)
 
 // ApprovalsQueue is the reserved name of a human's approvals queue, where
 // friend requests to any of their personas land. It is never grantable to a
@@ -63,6 +64,8 @@ func (v Verb) Describe() string {
 		return "release claimed todos"
 	case VerbCancel:
 		return "cancel queued todos"
+	case VerbRedrive:
+		return "re-queue dead todos"
 	}
 	return string(v)
 }
@@ -282,6 +285,11 @@ func (t *txn) mint(g Grant) (Grant, Credential, error) {
 	if err := t.putRaw(tCredIndex, string(hash), g.ID); err != nil {
 		return Grant{}, "", err
 	}
+	if !g.ExpiresAt.IsZero() {
+		if err := t.putRaw(tGrantExp, timeKey(g.ExpiresAt)+g.ID, ""); err != nil {
+			return Grant{}, "", err
+		}
+	}
 	err := t.emit(Event{Type: EventGrantMinted, Actor: humanActor(g.Grantor), Persona: g.Holder, Edge: g.EdgeID, Grant: g.ID})
 	return g, cred, err
 }
@@ -470,6 +478,11 @@ func (t *txn) revokeGrant(g *grantRec, e *edgeRec, actor, why string, cancelQueu
 	g.State, g.RevokedAt, g.RevokedBy = GrantRevoked, t.now, actor
 	if err := t.del(tCredIndex, string(g.CredHash)); err != nil {
 		return err
+	}
+	if !g.ExpiresAt.IsZero() {
+		if err := t.del(tGrantExp, timeKey(g.ExpiresAt)+g.ID); err != nil {
+			return err
+		}
 	}
 	if err := t.put(tGrants, g.ID, g); err != nil {
 		return err

@@ -45,6 +45,10 @@ type Config struct {
 	// MaxAttempts is the default number of attempts before a todo is
 	// dead-lettered. Default 5.
 	MaxAttempts int
+	// PollInterval is how often a blocking Claim re-checks the store for work
+	// written by another process; work created through this Switchboard
+	// wakes it at once. Default 1 second.
+	PollInterval time.Duration
 	// DedupRetention is how long a dedup key keeps returning its todo after
 	// the todo ended. Default 24 hours.
 	DedupRetention time.Duration
@@ -91,6 +95,7 @@ type Switchboard struct {
 	now    func() time.Time
 	oidc   *verifier
 	limits Limits
+	wake   waker
 }
 
 // New returns a Switchboard over st. The caller keeps ownership of st and
@@ -120,10 +125,11 @@ func New(st store.Store, cfg *Config) (*Switchboard, error) {
 	def(&c.DefaultLease, 5*time.Minute)
 	def(&c.MaxLease, 24*time.Hour)
 	def(&c.DedupRetention, 24*time.Hour)
+	def(&c.PollInterval, time.Second)
 	if c.MaxAttempts == 0 {
 		c.MaxAttempts = 5
 	}
-	for _, d := range []time.Duration{c.MaxTokenAge, c.ClockLeeway, c.PendingTTL, c.DefaultLease, c.MaxLease, c.DedupRetention} {
+	for _, d := range []time.Duration{c.PollInterval, c.MaxTokenAge, c.ClockLeeway, c.PendingTTL, c.DefaultLease, c.MaxLease, c.DedupRetention} {
 		if d < 0 {
 			return nil, invalid("negative duration in Config")
 		}
@@ -170,6 +176,8 @@ const (
 	tLeases      = "todo_leases"  // queue key \x00 lease expiry \x00 todo id → ""
 	tDedup       = "todo_dedup"   // grant id \x00 dedup key → todo id
 	tByGrant     = "todo_grant"   // grant id \x00 seq → todo id
+	tByQueue     = "todo_queue"   // queue key \x00 seq → todo id
+	tGrantExp    = "grant_expiry" // expiry, grant id → "" (grants that expire)
 	tReplay      = "oidc_replay"  // sha256(id token) → expiry
 	tEvents      = "events"       // seq → Event
 	tMeta        = "meta"         // counters
@@ -304,3 +312,5 @@ func timeKey(t time.Time) string {
 }
 
 const sep = "\x00"
+
+func isClosed(err error) bool { return errors.Is(err, ErrClosed) }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/subtle"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"time"
@@ -128,6 +129,11 @@ type ClaimOptions struct {
 	// Lease is the lease length; zero means the grant's default, else
 	// Config.DefaultLease. At most Config.MaxLease.
 	Lease time.Duration
+	// Wait blocks until a todo is ready or ctx ends, instead of returning
+	// ErrQueueEmpty. Work created, failed, released or redriven through this
+	// Switchboard wakes it at once; work from another process sharing the
+	// store is found by polling every Config.PollInterval.
+	Wait bool
 }
 
 const maxPriority = 1_000_000
@@ -225,6 +231,9 @@ func (s *Switchboard) CreateFor(ctx context.Context, c Credential, queue string,
 	if err != nil {
 		return Todo{}, false, fmt.Errorf("switchboard: create_for: %w", err)
 	}
+	if created {
+		s.wake.signal()
+	}
 	return todo, created, nil
 }
 
@@ -243,6 +252,9 @@ func (t *txn) insertTodo(r todoRec, actor string, byGrant bool) (*todoRec, error
 		return nil, err
 	}
 	if err := t.putRaw(tReady, readyKey(&r), r.ID); err != nil {
+		return nil, err
+	}
+	if err := t.putRaw(tByQueue, r.QueueKey+sep+be64(seq), r.ID); err != nil {
 		return nil, err
 	}
 	if byGrant && r.Origin.Grant != "" {
@@ -358,7 +370,8 @@ func (s *Switchboard) Get(ctx context.Context, c Credential, todoID string) (Tod
 // Claim leases the next ready todo in queue: highest priority first, then
 // the one available longest. Expired leases in the queue are recovered first
 // (counted as an attempt; a todo out of attempts is dead-lettered), so
-// correctness never depends on a reaper. ErrQueueEmpty when nothing is ready.
+// correctness never depends on a reaper. When nothing is ready it returns
+// ErrQueueEmpty, or with opts.Wait blocks until work arrives or ctx ends.
 func (s *Switchboard) Claim(ctx context.Context, c Credential, queue string, opts *ClaimOptions) (Todo, Lease, error) {
 	var o ClaimOptions
 	if opts != nil {
@@ -367,6 +380,27 @@ func (s *Switchboard) Claim(ctx context.Context, c Credential, queue string, opt
 	if o.Lease < 0 || o.Lease > s.cfg.MaxLease {
 		return Todo{}, Lease{}, fmt.Errorf("switchboard: claim: %w", invalid("lease %s outside (0, %s]", o.Lease, s.cfg.MaxLease))
 	}
+	for {
+		// Take the wake-up channel before looking, so a CreateFor that
+		// commits between the look and the wait is not missed.
+		woken := s.wake.wait()
+		todo, lease, err := s.claimOnce(ctx, c, queue, o)
+		if !o.Wait || !errors.Is(err, ErrQueueEmpty) {
+			return todo, lease, err
+		}
+		poll := time.NewTimer(s.cfg.PollInterval)
+		select {
+		case <-ctx.Done():
+			poll.Stop()
+			return Todo{}, Lease{}, fmt.Errorf("switchboard: claim: %w", ctx.Err())
+		case <-woken:
+		case <-poll.C:
+		}
+		poll.Stop()
+	}
+}
+
+func (s *Switchboard) claimOnce(ctx context.Context, c Credential, queue string, o ClaimOptions) (Todo, Lease, error) {
 	var todo Todo
 	var lease Lease
 	err := s.update(ctx, func(t *txn) error {
@@ -383,10 +417,7 @@ func (s *Switchboard) Claim(ctx context.Context, c Credential, queue string, opt
 		}
 		d := o.Lease
 		if d == 0 {
-			d = g.DefaultLease
-		}
-		if d == 0 {
-			d = s.cfg.DefaultLease
+			d = s.leaseFor(g)
 		}
 		if err := t.del(tReady, readyKey(r)); err != nil {
 			return err
@@ -449,33 +480,42 @@ func (t *txn) recoverLeases(qkey string) error {
 		return err
 	}
 	for _, id := range ids {
-		r, err := t.todo(id)
-		if err != nil {
-			return err
-		}
-		if r.Attempts >= r.MaxAttempts {
-			if err := t.endTodo(r, TodoDead, AttemptLeaseExpired, systemActor, "lease expired on the last attempt"); err != nil {
-				return err
-			}
-			continue
-		}
-		if err := t.del(tLeases, leaseKey(r)); err != nil {
-			return err
-		}
-		r.closeAttempt(t.now, AttemptLeaseExpired, "")
-		r.State, r.UpdatedAt, r.AvailableAt = TodoQueued, t.now, t.now
-		r.LeaseToken, r.LeaseExpiresAt = "", time.Time{}
-		if err := t.put(tTodos, r.ID, r); err != nil {
-			return err
-		}
-		if err := t.putRaw(tReady, readyKey(r), r.ID); err != nil {
-			return err
-		}
-		if err := t.emit(Event{Type: EventTodoLeaseExpired, Actor: systemActor, Todo: r.ID}); err != nil {
+		if err := t.expireLease(id); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// expireLease ends the expired lease on todo id: the attempt counts, and the
+// todo is queued again or, out of attempts, dead-lettered.
+func (t *txn) expireLease(id string) error {
+	r, err := t.todo(id)
+	if err != nil {
+		return err
+	}
+	if r.Attempts >= r.MaxAttempts {
+		return t.endTodo(r, TodoDead, AttemptLeaseExpired, systemActor, "lease expired on the last attempt")
+	}
+	if err := t.requeue(r, t.now, AttemptLeaseExpired, ""); err != nil {
+		return err
+	}
+	return t.emit(Event{Type: EventTodoLeaseExpired, Actor: systemActor, Todo: r.ID})
+}
+
+// requeue returns a leased todo to its queue, available at at, closing the
+// running attempt with how.
+func (t *txn) requeue(r *todoRec, at time.Time, how Outcome, reason string) error {
+	if err := t.del(tLeases, leaseKey(r)); err != nil {
+		return err
+	}
+	r.closeAttempt(t.now, how, reason)
+	r.State, r.UpdatedAt, r.AvailableAt = TodoQueued, t.now, at
+	r.LeaseToken, r.LeaseExpiresAt = "", time.Time{}
+	if err := t.put(tTodos, r.ID, r); err != nil {
+		return err
+	}
+	return t.putRaw(tReady, readyKey(r), r.ID)
 }
 
 // leased loads the todo a lease names and checks the lease is its current,
