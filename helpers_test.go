@@ -36,10 +36,10 @@ func (c *clock) Advance(d time.Duration) {
 // backends are the stores every domain test runs on.
 var backends = []struct {
 	name string
-	open func(t *testing.T) store.Store
+	open func(t testing.TB) store.Store
 }{
-	{"memory", func(t *testing.T) store.Store { return memory.New() }},
-	{"bolt", func(t *testing.T) store.Store {
+	{"memory", func(t testing.TB) store.Store { return memory.New() }},
+	{"bolt", func(t testing.TB) store.Store {
 		s, err := bolt.Open(filepath.Join(t.TempDir(), "switchboard.db"), nil)
 		require.NoError(t, err)
 		return s
@@ -50,7 +50,7 @@ var backends = []struct {
 // three humans: alice (agent alice-bot), bob (personas bob-desk, discoverable,
 // and bob-private, not) and carol (agent carol-bot).
 type harness struct {
-	t     *testing.T
+	t     testing.TB
 	sb    *switchboard.Switchboard
 	st    store.Store
 	clock *clock
@@ -70,7 +70,7 @@ func eachBackend(t *testing.T, fn func(t *testing.T, h *harness)) {
 	}
 }
 
-func newHarness(t *testing.T, st store.Store) *harness {
+func newHarness(t testing.TB, st store.Store) *harness {
 	t.Helper()
 	iss, err := testissuer.New("switchboard-test")
 	require.NoError(t, err)

@@ -17,7 +17,7 @@ import (
 // queueSetup befriends alice-bot → bob-desk with create_for, get and list on
 // inbox, and vends bob's own agent every verb on inbox (twice, as two
 // workers).
-func queueSetup(t *testing.T, h *harness) (friend, w1, w2 sb.Credential) {
+func queueSetup(t testing.TB, h *harness) (friend, w1, w2 sb.Credential) {
 	_, friend = h.friend(h.alice, h.bob, "alice-bot", "bob-desk", scope("inbox", sb.VerbCreateFor, sb.VerbGet, sb.VerbList))
 	all := scope("inbox", sb.VerbList, sb.VerbGet, sb.VerbClaim, sb.VerbHeartbeat, sb.VerbComplete, sb.VerbFail, sb.VerbRelease, sb.VerbCancel, sb.VerbRedrive)
 	_, w1, err := h.sb.Vend(ctx, h.bob, sb.VendRequest{Agent: "bob-desk", Scope: all})

@@ -194,6 +194,8 @@ func (t *tx) Scan(tbl string, start, end []byte, fn func(k, v []byte) bool) erro
 	return nil
 }
 
+// commit applies the overlay. Keys are inserted and removed by binary search,
+// so a commit costs O(k log n) comparisons plus the slice moves.
 func (t *tx) commit() {
 	for name, ov := range t.overlay {
 		tb := t.s.tables[name]
@@ -201,46 +203,20 @@ func (t *tx) commit() {
 			tb = &table{vals: make(map[string][]byte)}
 			t.s.tables[name] = tb
 		}
-		var added []string
-		var removed bool
 		for k, v := range ov {
 			_, exists := tb.vals[k]
 			switch {
 			case v == nil && exists:
 				delete(tb.vals, k)
-				removed = true
+				i := sort.SearchStrings(tb.keys, k)
+				tb.keys = slices.Delete(tb.keys, i, i+1)
 			case v != nil:
 				if !exists {
-					added = append(added, k)
+					i := sort.SearchStrings(tb.keys, k)
+					tb.keys = slices.Insert(tb.keys, i, k)
 				}
 				tb.vals[k] = v
 			}
 		}
-		if removed {
-			tb.keys = slices.DeleteFunc(tb.keys, func(k string) bool {
-				_, ok := tb.vals[k]
-				return !ok
-			})
-		}
-		if len(added) > 0 {
-			sort.Strings(added)
-			tb.keys = mergeSorted(tb.keys, added)
-		}
 	}
-}
-
-func mergeSorted(a, b []string) []string {
-	out := make([]string, 0, len(a)+len(b))
-	i, j := 0, 0
-	for i < len(a) && j < len(b) {
-		if a[i] < b[j] {
-			out = append(out, a[i])
-			i++
-		} else {
-			out = append(out, b[j])
-			j++
-		}
-	}
-	out = append(out, a[i:]...)
-	return append(out, b[j:]...)
 }

@@ -1,0 +1,55 @@
+package switchboard_test
+
+import (
+	"fmt"
+	"testing"
+
+	sb "github.com/switchboardhq/switchboard"
+)
+
+// BenchmarkCreateFor measures one CreateFor (one transaction, one fsync on
+// bolt) per op.
+func BenchmarkCreateFor(b *testing.B) {
+	for _, be := range backends {
+		b.Run(be.name, func(b *testing.B) {
+			st := be.open(b)
+			defer st.Close()
+			h := newHarness(b, st)
+			_, cred := h.friend(h.alice, h.bob, "alice-bot", "bob-desk", inboxCreate)
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if _, _, err := h.sb.CreateFor(ctx, cred, "inbox", sb.NewTodo{Kind: "k", Payload: make([]byte, 256)}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkClaimComplete measures a Claim plus a Complete per op, over a
+// queue of pre-created todos.
+func BenchmarkClaimComplete(b *testing.B) {
+	for _, be := range backends {
+		b.Run(be.name, func(b *testing.B) {
+			st := be.open(b)
+			defer st.Close()
+			h := newHarness(b, st)
+			friend, w, _ := queueSetup(b, h)
+			for i := 0; i < b.N; i++ {
+				if _, _, err := h.sb.CreateFor(ctx, friend, "inbox", sb.NewTodo{Kind: "k", DedupKey: fmt.Sprint(i)}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				_, l, err := h.sb.Claim(ctx, w, "inbox", nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := h.sb.Complete(ctx, w, l, nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
