@@ -29,7 +29,9 @@
 //     request instead.
 //  5. Work flows as todos: [Switchboard.CreateFor]; the queue's owner drains
 //     it with a credential from [Switchboard.Vend] through
-//     [Switchboard.Claim] and [Switchboard.Complete].
+//     [Switchboard.Claim], [Switchboard.Heartbeat], [Switchboard.Complete],
+//     [Switchboard.Fail] and [Switchboard.Release]. [Switchboard.Reap] (or
+//     [Switchboard.Run]) does the time-driven housekeeping.
 //
 // # Rules on every edge
 //
