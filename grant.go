@@ -444,32 +444,38 @@ func (s *Switchboard) Revoke(ctx context.Context, human Human, grantID string) e
 		return fmt.Errorf("switchboard: revoke: %w", err)
 	}
 	err := s.update(ctx, func(t *txn) error {
-		var g grantRec
-		if err := t.get(tGrants, grantID, &g, "grant"); err != nil {
+		g, e, err := t.grantWithEdge(grantID)
+		if err != nil {
 			return err
 		}
-		allowed := g.Grantor == human
-		var e *edgeRec
-		if g.EdgeID != "" {
-			var rec edgeRec
-			if err := t.get(tEdges, g.EdgeID, &rec, "edge"); err != nil {
-				return err
-			}
-			e = &rec
-			allowed = allowed || rec.Requester == human
-		}
-		if !allowed {
+		if g.Grantor != human && (e == nil || e.Requester != human) {
 			return notFound("grant")
 		}
 		if g.State != GrantActive {
 			return nil
 		}
-		return t.revokeGrant(&g, e, humanActor(human), "revoked", true)
+		return t.revokeGrant(g, e, humanActor(human), "revoked", true)
 	})
 	if err != nil {
 		return fmt.Errorf("switchboard: revoke: %w", err)
 	}
 	return nil
+}
+
+// grantWithEdge loads a grant and, for a friend grant, its edge (else nil).
+func (t *txn) grantWithEdge(id string) (*grantRec, *edgeRec, error) {
+	var g grantRec
+	if err := t.get(tGrants, id, &g, "grant"); err != nil {
+		return nil, nil, err
+	}
+	if g.EdgeID == "" {
+		return &g, nil, nil
+	}
+	var e edgeRec
+	if err := t.get(tEdges, g.EdgeID, &e, "edge"); err != nil {
+		return nil, nil, err
+	}
+	return &g, &e, nil
 }
 
 // revokeGrant revokes g (and its edge e, if any) inside t. cancelQueued

@@ -308,19 +308,11 @@ func (s *Switchboard) Reap(ctx context.Context) (ReapStats, error) {
 			return err
 		}
 		for _, id := range grants {
-			var g grantRec
-			if err := t.get(tGrants, id, &g, "grant"); err != nil {
+			g, e, err := t.grantWithEdge(id)
+			if err != nil {
 				return err
 			}
-			var e *edgeRec
-			if g.EdgeID != "" {
-				var rec edgeRec
-				if err := t.get(tEdges, g.EdgeID, &rec, "edge"); err != nil {
-					return err
-				}
-				e = &rec
-			}
-			if err := t.revokeGrant(&g, e, systemActor, "expired", true); err != nil {
+			if err := t.revokeGrant(g, e, systemActor, "expired", true); err != nil {
 				return err
 			}
 		}
