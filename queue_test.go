@@ -454,3 +454,21 @@ func TestConcurrentDrainExactlyOnce(t *testing.T) {
 		}
 	})
 }
+
+func TestHistoryIsBounded(t *testing.T) {
+	eachBackend(t, func(t *testing.T, h *harness) {
+		friend, w, _ := queueSetup(t, h)
+		td, _, err := h.sb.CreateFor(ctx, friend, "inbox", sb.NewTodo{Kind: "k"})
+		require.NoError(t, err)
+		for i := 0; i < 60; i++ {
+			_, l, err := h.sb.Claim(ctx, w, "inbox", nil)
+			require.NoError(t, err)
+			require.NoError(t, h.sb.Release(ctx, w, l))
+		}
+		got, err := h.sb.Get(ctx, w, td.ID)
+		require.NoError(t, err)
+		require.Len(t, got.History, 50, "only the latest 50 attempts are kept")
+		assert.Equal(t, sb.AttemptReleased, got.History[49].Outcome)
+		assert.False(t, got.History[49].EndedAt.IsZero())
+	})
+}
