@@ -407,7 +407,7 @@ func (s *Switchboard) Approvals(ctx context.Context, human Human) ([]Todo, error
 	var out []Todo
 	err := s.view(ctx, func(t *txn) error {
 		var err error
-		out, err = t.listQueued(approvalsKey(human), "", 0)
+		out, err = t.listQueued(approvalsKey(human))
 		return err
 	})
 	if err != nil {
