@@ -20,18 +20,51 @@ import (
 
 var ctx = context.Background()
 
-// clock is a settable test clock.
+// clock is a settable test clock: time moves only when a test advances it,
+// and After fires when an advance reaches its deadline.
 type clock struct {
-	mu sync.Mutex
-	t  time.Time
+	mu      sync.Mutex
+	t       time.Time
+	waiters []waiter
+}
+
+type waiter struct {
+	at time.Time
+	ch chan time.Time
 }
 
 func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+
+func (c *clock) After(d time.Duration) <-chan time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ch := make(chan time.Time, 1)
+	if d <= 0 {
+		ch <- c.t
+		return ch
+	}
+	c.waiters = append(c.waiters, waiter{c.t.Add(d), ch})
+	return ch
+}
+
+// Advance moves the clock forward by d and fires every timer now due.
 func (c *clock) Advance(d time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.t = c.t.Add(d)
+	kept := c.waiters[:0]
+	for _, w := range c.waiters {
+		if w.at.After(c.t) {
+			kept = append(kept, w)
+			continue
+		}
+		w.ch <- c.t
+	}
+	c.waiters = kept
 }
+
+// timers reports how many After channels are waiting to fire.
+func (c *clock) timers() int { c.mu.Lock(); defer c.mu.Unlock(); return len(c.waiters) }
 
 // backends are the stores every domain test runs on.
 var backends = []struct {
@@ -76,7 +109,7 @@ func newHarness(t testing.TB, st store.Store) *harness {
 	require.NoError(t, err)
 	t.Cleanup(iss.Close)
 	clk := &clock{t: time.Now().UTC().Truncate(time.Second)}
-	sb, err := switchboard.New(st, &switchboard.Config{Now: clk.Now, Issuers: []switchboard.Issuer{iss.Config()}})
+	sb, err := switchboard.New(st, &switchboard.Config{Clock: clk, Issuers: []switchboard.Issuer{iss.Config()}})
 	require.NoError(t, err)
 	h := &harness{t: t, sb: sb, st: st, clock: clk, iss: iss,
 		alice: iss.Human("alice"), bob: iss.Human("bob"), carol: iss.Human("carol")}

@@ -128,7 +128,7 @@ func newVerifier(c Config) (*verifier, error) {
 }
 
 func (st *issuerState) config(c Config) *oidc.Config {
-	return &oidc.Config{ClientID: st.ClientID, SupportedSigningAlgs: st.Algorithms, Now: c.Now}
+	return &oidc.Config{ClientID: st.ClientID, SupportedSigningAlgs: st.Algorithms, Now: c.Clock.Now}
 }
 
 // forIssuer returns the go-oidc verifier for an allow-listed issuer,
@@ -173,6 +173,9 @@ func provErr(reason string, err error) error {
 // audience, expiry, iat freshness and the nonce binding — and returns what
 // it proved. It does not check replay; that needs the store.
 func (v *verifier) verify(ctx context.Context, raw string, nonce string, maxLen int) (Provenance, error) {
+	if err := ctx.Err(); err != nil {
+		return Provenance{}, err
+	}
 	if raw == "" {
 		return Provenance{}, provErr("missing ID token", nil)
 	}
@@ -205,13 +208,16 @@ func (v *verifier) verify(ctx context.Context, raw string, nonce string, maxLen 
 	}
 	tok, err := iv.Verify(ctx, raw)
 	if err != nil {
+		if cerr := ctx.Err(); cerr != nil {
+			return Provenance{}, cerr // the caller gave up; not the token's fault
+		}
 		return Provenance{}, provErr("ID token failed verification", err)
 	}
 	var c idClaims
 	if err := tok.Claims(&c); err != nil {
 		return Provenance{}, provErr("malformed ID token claims", err)
 	}
-	now := v.cfg.Now()
+	now := v.cfg.Clock.Now()
 	if c.IssuedAt == nil {
 		return Provenance{}, provErr("ID token has no iat", nil)
 	}

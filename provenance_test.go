@@ -126,7 +126,7 @@ func TestSecondIssuerAndStaticKeys(t *testing.T) {
 		require.NoError(t, err)
 		static.Close() // offline: its keys are configured, its server is gone
 		keys := &jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: static.Key.Public(), KeyID: static.KeyID, Algorithm: "RS256"}}}
-		s2, err := sb.New(h.st, &sb.Config{Now: h.clock.Now, Issuers: []sb.Issuer{
+		s2, err := sb.New(h.st, &sb.Config{Clock: h.clock, Issuers: []sb.Issuer{
 			h.iss.Config(), second.Config(), {URL: static.URL(), ClientID: "static-client", Keys: keys},
 		}})
 		require.NoError(t, err)

@@ -328,21 +328,21 @@ func (s *Switchboard) Reap(ctx context.Context) (ReapStats, error) {
 	return st, nil
 }
 
-// Run calls Reap every interval (zero: 5 seconds) until ctx ends, and
-// returns ctx's error. Reap errors other than a closed store are retried at
-// the next tick; a closed store ends Run.
-func (s *Switchboard) Run(ctx context.Context, interval time.Duration) error {
-	if interval <= 0 {
-		interval = 5 * time.Second
-	}
-	tick := time.NewTicker(interval)
-	defer tick.Stop()
+// Run calls Reap every Config.ReapInterval, on Config.Clock, until ctx
+// ends, and returns ctx's error. When a Reap hits its batch bound it runs
+// again at once. Reap errors other than a closed store are retried at the
+// next tick; a closed store ends Run with ErrClosed.
+//
+// Run is optional: Claim recovers expired leases by itself and lapsed
+// requests and grants are refused when used. Run keeps queues and the
+// approvals inbox tidy and re-delivers work without waiting for a claim.
+func (s *Switchboard) Run(ctx context.Context) error {
 	for {
 		for {
 			st, err := s.Reap(ctx)
 			if err != nil {
 				if isClosed(err) {
-					return err
+					return fmt.Errorf("switchboard: run: %w", err)
 				}
 				break
 			}
@@ -353,7 +353,7 @@ func (s *Switchboard) Run(ctx context.Context, interval time.Duration) error {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-tick.C:
+		case <-s.cfg.Clock.After(s.cfg.ReapInterval):
 		}
 	}
 }

@@ -209,7 +209,7 @@ func TestBlockingClaimWakesOnCreate(t *testing.T) {
 	eachBackend(t, func(t *testing.T, h *harness) {
 		// A poll interval of an hour: only the in-process wake-up can
 		// deliver within the test's deadline.
-		s, err := sb.New(h.st, &sb.Config{Now: h.clock.Now, Issuers: []sb.Issuer{h.iss.Config()}, PollInterval: time.Hour})
+		s, err := sb.New(h.st, &sb.Config{Clock: h.clock, Issuers: []sb.Issuer{h.iss.Config()}, PollInterval: time.Hour})
 		require.NoError(t, err)
 		h.sb = s
 		friend, w, _ := queueSetup(t, h)
@@ -236,9 +236,19 @@ func TestBlockingClaimWakesOnCreate(t *testing.T) {
 	})
 }
 
+// waitTimers waits (in real time, bounded) until n timers wait on the clock:
+// the goroutine under test has reached its sleep.
+func waitTimers(t *testing.T, c *clock, n int) {
+	t.Helper()
+	require.Eventually(t, func() bool { return c.timers() >= n }, 30*time.Second, time.Millisecond)
+}
+
 func TestBlockingClaimPollsForOtherProcesses(t *testing.T) {
 	eachBackend(t, func(t *testing.T, h *harness) {
-		other, err := sb.New(h.st, &sb.Config{Now: h.clock.Now, Issuers: []sb.Issuer{h.iss.Config()}, PollInterval: 10 * time.Millisecond})
+		// A second Switchboard on the same store stands for another process:
+		// h.sb's in-process wake-up does not reach it, only its poll does,
+		// and the poll runs on the injected clock.
+		other, err := sb.New(h.st, &sb.Config{Clock: h.clock, Issuers: []sb.Issuer{h.iss.Config()}, PollInterval: time.Minute})
 		require.NoError(t, err)
 		friend, w, _ := queueSetup(t, h)
 		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -248,9 +258,60 @@ func TestBlockingClaimPollsForOtherProcesses(t *testing.T) {
 			_, _, err := other.Claim(wctx, w, "inbox", &sb.ClaimOptions{Wait: true})
 			got <- err
 		}()
-		_, _, err = h.sb.CreateFor(ctx, friend, "inbox", sb.NewTodo{Kind: "k"}) // through a different Switchboard
+		waitTimers(t, h.clock, 1)
+		_, _, err = h.sb.CreateFor(ctx, friend, "inbox", sb.NewTodo{Kind: "k"})
 		require.NoError(t, err)
+		select {
+		case err := <-got:
+			t.Fatalf("the claim returned (%v) before its poll interval passed on the clock", err)
+		case <-time.After(50 * time.Millisecond):
+		}
+		h.clock.Advance(time.Minute)
 		require.NoError(t, <-got)
+	})
+}
+
+// Run reaps on the injected clock's schedule: an expired lease is
+// re-delivered without any Claim, and Run ends with its context.
+func TestRunReapsOnTheClock(t *testing.T) {
+	eachBackend(t, func(t *testing.T, h *harness) {
+		s, err := sb.New(h.st, &sb.Config{Clock: h.clock, Issuers: []sb.Issuer{h.iss.Config()}, ReapInterval: time.Hour})
+		// An hour-long interval: only the injected clock can make Run reap
+		// within the test's deadline.
+		require.NoError(t, err)
+		friend, w, _ := queueSetup(t, h)
+		td, _, err := s.CreateFor(ctx, friend, "inbox", sb.NewTodo{Kind: "k"})
+		require.NoError(t, err)
+		_, _, err = s.Claim(ctx, w, "inbox", &sb.ClaimOptions{Lease: time.Minute})
+		require.NoError(t, err)
+
+		rctx, cancel := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- s.Run(rctx) }()
+		waitTimers(t, h.clock, 1) // first Reap done, Run sleeps on the clock
+		got, err := s.Get(ctx, w, td.ID)
+		require.NoError(t, err)
+		require.Equal(t, sb.TodoLeased, got.State, "the lease has not expired yet")
+
+		h.clock.Advance(time.Hour)
+		require.Eventually(t, func() bool {
+			got, err := s.Get(ctx, w, td.ID)
+			return err == nil && got.State == sb.TodoQueued
+		}, 30*time.Second, time.Millisecond, "Run re-queues the expired lease")
+		got, err = s.Get(ctx, w, td.ID)
+		require.NoError(t, err)
+		require.Len(t, got.History, 1)
+		assert.Equal(t, sb.AttemptLeaseExpired, got.History[0].Outcome)
+
+		cancel()
+		require.ErrorIs(t, <-done, context.Canceled)
+
+		// A closed store ends Run.
+		go func() { done <- s.Run(ctx) }()
+		waitTimers(t, h.clock, 1)
+		require.NoError(t, h.st.Close())
+		h.clock.Advance(time.Hour)
+		require.ErrorIs(t, <-done, sb.ErrClosed)
 	})
 }
 

@@ -17,9 +17,11 @@ import (
 // Config configures a Switchboard. A nil *Config, and every zero field,
 // means the documented default.
 type Config struct {
-	// Now is the clock. Default time.Now. Tests inject a fake clock here;
-	// the library never reads the time any other way.
-	Now func() time.Time
+	// Clock is the only source of time the library uses: timestamps,
+	// expiries, token freshness, lease lengths, the reaper's schedule and a
+	// blocking Claim's polling all follow it. Default the system clock.
+	// Tests inject a fake clock here and advance it instead of sleeping.
+	Clock Clock
 
 	// Issuers is the allow-list of OIDC identity providers whose ID tokens
 	// may prove the human behind a friend request. With no issuers every
@@ -49,6 +51,8 @@ type Config struct {
 	// written by another process; work created through this Switchboard
 	// wakes it at once. Default 1 second.
 	PollInterval time.Duration
+	// ReapInterval is how often Run calls Reap. Default 5 seconds.
+	ReapInterval time.Duration
 	// DedupRetention is how long a dedup key keeps returning its todo after
 	// the todo ended. Default 24 hours.
 	DedupRetention time.Duration
@@ -108,8 +112,8 @@ func New(st store.Store, cfg *Config) (*Switchboard, error) {
 	if cfg != nil {
 		c = *cfg
 	}
-	if c.Now == nil {
-		c.Now = time.Now
+	if c.Clock == nil {
+		c.Clock = systemClock{}
 	}
 	if c.HTTPClient == nil {
 		c.HTTPClient = &http.Client{Timeout: 10 * time.Second}
@@ -126,10 +130,11 @@ func New(st store.Store, cfg *Config) (*Switchboard, error) {
 	def(&c.MaxLease, 24*time.Hour)
 	def(&c.DedupRetention, 24*time.Hour)
 	def(&c.PollInterval, time.Second)
+	def(&c.ReapInterval, 5*time.Second)
 	if c.MaxAttempts == 0 {
 		c.MaxAttempts = 5
 	}
-	for _, d := range []time.Duration{c.PollInterval, c.MaxTokenAge, c.ClockLeeway, c.PendingTTL, c.DefaultLease, c.MaxLease, c.DedupRetention} {
+	for _, d := range []time.Duration{c.PollInterval, c.ReapInterval, c.MaxTokenAge, c.ClockLeeway, c.PendingTTL, c.DefaultLease, c.MaxLease, c.DedupRetention} {
 		if d < 0 {
 			return nil, invalid("negative duration in Config")
 		}
@@ -160,7 +165,7 @@ func New(st store.Store, cfg *Config) (*Switchboard, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Switchboard{st: st, cfg: c, now: c.Now, oidc: v, limits: l}, nil
+	return &Switchboard{st: st, cfg: c, now: c.Clock.Now, oidc: v, limits: l}, nil
 }
 
 // Table names. Keys inside them are described where they are written.
@@ -314,3 +319,18 @@ func timeKey(t time.Time) string {
 const sep = "\x00"
 
 func isClosed(err error) bool { return errors.Is(err, ErrClosed) }
+
+// Clock is a source of time. The system clock is the default; a test clock
+// lets tests move time forward without sleeping.
+type Clock interface {
+	// Now returns the current time.
+	Now() time.Time
+	// After returns a channel that receives the clock's time once d has
+	// passed on this clock, like time.After.
+	After(d time.Duration) <-chan time.Time
+}
+
+type systemClock struct{}
+
+func (systemClock) Now() time.Time                         { return time.Now() }
+func (systemClock) After(d time.Duration) <-chan time.Time { return time.After(d) }

@@ -388,15 +388,12 @@ func (s *Switchboard) Claim(ctx context.Context, c Credential, queue string, opt
 		if !o.Wait || !errors.Is(err, ErrQueueEmpty) {
 			return todo, lease, err
 		}
-		poll := time.NewTimer(s.cfg.PollInterval)
 		select {
 		case <-ctx.Done():
-			poll.Stop()
 			return Todo{}, Lease{}, fmt.Errorf("switchboard: claim: %w", ctx.Err())
 		case <-woken:
-		case <-poll.C:
+		case <-s.cfg.Clock.After(s.cfg.PollInterval):
 		}
-		poll.Stop()
 	}
 }
 
