@@ -41,7 +41,9 @@
 // non-transitive: a queue, todo, edge or persona outside what a caller may
 // see is [ErrNotFound], worded exactly like one that does not exist.
 // Approve, Deny, Withdraw, Revoke and Vend are human acts: they take a
-// [Human], and no credential can perform them.
+// [Human], and no credential can perform them. A host that signs its humans
+// in with OIDC turns their ID token into that Human with
+// [Switchboard.VerifyHuman].
 //
 // # Storage
 //

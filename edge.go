@@ -97,6 +97,16 @@ func (a Approval) Text() string {
 		fmt.Fprintf(&b, " <%s>", a.Human.Email)
 	}
 	fmt.Fprintf(&b, "\n       verified by %s (subject %s)\n", a.Human.Issuer, a.Human.Subject)
+	if len(a.Human.AMR) > 0 || a.Human.ACR != "" {
+		b.WriteString("       signed in with")
+		if len(a.Human.AMR) > 0 {
+			fmt.Fprintf(&b, " amr %s", strings.Join(a.Human.AMR, ", "))
+		}
+		if a.Human.ACR != "" {
+			fmt.Fprintf(&b, " acr %s", a.Human.ACR)
+		}
+		b.WriteString("\n")
+	}
 	fmt.Fprintf(&b, "Why:   %s\n", a.Why)
 	b.WriteString("Scope:\n")
 	for _, l := range a.ScopeText {
@@ -141,7 +151,7 @@ func (s *Switchboard) Request(ctx context.Context, r FriendRequest) (Edge, error
 	if err != nil {
 		return fail(err)
 	}
-	prov, err := s.oidc.verify(ctx, r.IDToken, RequestNonce(r.From, r.To, sc, r.Why), s.limits.MaxToken)
+	prov, err := s.oidc.verify(ctx, r.IDToken, RequestNonce(r.From, r.To, sc, r.Why), s.cfg.Binding == BindNonce, s.limits.MaxToken)
 	if err != nil {
 		return fail(err)
 	}

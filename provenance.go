@@ -2,12 +2,14 @@ package switchboard
 
 import (
 	"context"
-	"crypto"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"net/url"
 	"slices"
 	"strings"
@@ -72,28 +74,64 @@ type Issuer struct {
 	// Keys, if set, is a static key set used instead of discovery — for
 	// offline deployments and tests. Otherwise the keys are found through
 	// the issuer's discovery document and JWKS, fetched with
-	// Config.HTTPClient.
+	// Config.HTTPClient and refetched when a token names a key id the
+	// cached set lacks (key rotation), at most once per
+	// Config.KeyRefetchInterval.
 	Keys *jose.JSONWebKeySet
+	// RequireAMR, if set, is the assurance policy on how the human signed
+	// in: the token's amr claim must contain at least one of these values
+	// (for example "hwk" or "pop" to insist on a hardware key). The
+	// verified amr is recorded in the edge's provenance and shown in the
+	// approval.
+	RequireAMR []string
+	// RequireACR, if set, requires the token's acr claim to be one of these
+	// values.
+	RequireACR []string
 }
 
 // DefaultAlgorithms are the signing algorithms an Issuer accepts when it
 // names none.
 var DefaultAlgorithms = []string{"RS256", "ES256", "EdDSA"}
 
+// Binding says how an ID token must be tied to the friend request it
+// proves.
+type Binding int
+
+const (
+	// BindNonce, the default, requires the token's nonce claim to equal
+	// RequestNonce for the request (compared in constant time): a token
+	// minted for one request cannot carry another.
+	BindNonce Binding = iota
+	// BindFreshOnly accepts a token whatever its nonce, as long as it is
+	// fresh (Config.MaxTokenAge) and has not been used before. It exists
+	// for identity providers that cannot set a nonce, and it is weaker:
+	// anyone who obtains a fresh, unused token of the human — a log line, a
+	// compromised agent holding it — can spend it on a request of their
+	// choosing, to any target, within the token's age limit.
+	BindFreshOnly
+)
+
 // verifier holds one go-oidc verifier per allow-listed issuer.
 type verifier struct {
 	cfg     Config
-	mu      sync.Mutex
 	issuers map[string]*issuerState
+	algs    []jose.SignatureAlgorithm // union over issuers, for parsing
 }
 
 type issuerState struct {
 	Issuer
 	algs []jose.SignatureAlgorithm
-	v    *oidc.IDTokenVerifier // nil until discovery succeeded
+
+	mu        sync.Mutex
+	v         *oidc.IDTokenVerifier // nil until discovery succeeded
+	triedAt   time.Time             // last failed discovery
+	triedOnce bool
 }
 
 func newVerifier(c Config) (*verifier, error) {
+	if c.Binding != BindNonce && c.Binding != BindFreshOnly {
+		return nil, invalid("unknown Config.Binding %d", c.Binding)
+	}
 	v := &verifier{cfg: c, issuers: map[string]*issuerState{}}
 	for _, is := range c.Issuers {
 		if is.URL == "" || is.ClientID == "" {
@@ -111,16 +149,19 @@ func newVerifier(c Config) (*verifier, error) {
 				return nil, invalid("issuer %q: algorithm %q is never allowed", is.URL, a)
 			}
 			st.algs = append(st.algs, jose.SignatureAlgorithm(a))
+			if !slices.Contains(v.algs, jose.SignatureAlgorithm(a)) {
+				v.algs = append(v.algs, jose.SignatureAlgorithm(a))
+			}
 		}
 		if is.Keys != nil {
-			var pubs []crypto.PublicKey
+			ks := &keySet{algs: st.algs}
 			for _, k := range is.Keys.Keys {
-				if !k.IsPublic() {
-					return nil, invalid("issuer %q: static key %q is not a public key", is.URL, k.KeyID)
+				if !k.IsPublic() || !k.Valid() {
+					return nil, invalid("issuer %q: static key %q is not a valid public key", is.URL, k.KeyID)
 				}
-				pubs = append(pubs, k.Key)
+				ks.keys = append(ks.keys, k)
 			}
-			st.v = oidc.NewVerifier(is.URL, &oidc.StaticKeySet{PublicKeys: pubs}, st.config(c))
+			st.v = oidc.NewVerifier(is.URL, ks, st.config(c))
 		}
 		v.issuers[is.URL] = st
 	}
@@ -132,23 +173,190 @@ func (st *issuerState) config(c Config) *oidc.Config {
 }
 
 // forIssuer returns the go-oidc verifier for an allow-listed issuer,
-// running discovery on first use. Discovery that fails is retried on the
-// next token.
+// running discovery on first use. Failed discovery is retried at most once
+// per Config.KeyRefetchInterval, so junk tokens cannot hammer an issuer that
+// is down.
 func (v *verifier) forIssuer(ctx context.Context, st *issuerState) (*oidc.IDTokenVerifier, error) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
+	st.mu.Lock()
+	defer st.mu.Unlock()
 	if st.v != nil {
 		return st.v, nil
 	}
-	hctx := oidc.ClientContext(ctx, v.cfg.HTTPClient)
-	p, err := oidc.NewProvider(hctx, st.URL)
+	now := v.cfg.Clock.Now()
+	if st.triedOnce && now.Sub(st.triedAt) < v.cfg.KeyRefetchInterval {
+		return nil, fmt.Errorf("discovery for %s failed recently; retrying after %s", st.URL, st.triedAt.Add(v.cfg.KeyRefetchInterval).Format(time.RFC3339))
+	}
+	p, err := oidc.NewProvider(oidc.ClientContext(ctx, v.cfg.HTTPClient), st.URL)
+	var doc struct {
+		JWKS string `json:"jwks_uri"`
+	}
+	if err == nil {
+		err = p.Claims(&doc)
+	}
+	if err == nil && doc.JWKS == "" {
+		err = errors.New("no jwks_uri")
+	}
 	if err != nil {
+		if ctx.Err() == nil {
+			st.triedAt, st.triedOnce = now, true
+		}
 		return nil, fmt.Errorf("discovery for %s: %w", st.URL, err)
 	}
-	// The key set outlives this call, so it gets a context that is never
-	// cancelled but still uses the host's HTTP client.
-	st.v = p.VerifierContext(oidc.ClientContext(context.Background(), v.cfg.HTTPClient), st.config(v.cfg))
+	ks := &keySet{url: doc.JWKS, client: v.cfg.HTTPClient, clock: v.cfg.Clock, every: v.cfg.KeyRefetchInterval, algs: st.algs}
+	st.v = oidc.NewVerifier(st.URL, ks, st.config(v.cfg))
 	return st.v, nil
+}
+
+// keySet is the oidc.KeySet switchboard uses: a static set, or an issuer's
+// JWKS fetched on first use and refetched when a token names a key id the
+// cached set lacks or the set is older than keyMaxAge — never more often
+// than once per interval, so a flood of tokens with made-up key ids costs
+// the issuer at most one fetch per interval.
+type keySet struct {
+	url    string // "" for a static set
+	client *http.Client
+	clock  Clock
+	every  time.Duration
+	algs   []jose.SignatureAlgorithm
+
+	mu      sync.RWMutex
+	keys    []jose.JSONWebKey
+	fetchMu sync.Mutex // one fetch at a time; guards the fields below
+	last    time.Time  // last fetch that reached the issuer
+	fetched bool       // whether any fetch reached the issuer
+	good    time.Time  // last successful fetch
+}
+
+// keyMaxAge is how long a fetched JWKS is used before it is refetched, so
+// keys the issuer withdrew stop verifying.
+const keyMaxAge = time.Hour
+
+// maxJWKS bounds a JWKS response.
+const maxJWKS = 1 << 20
+
+var errNoKey = errors.New("no key of the issuer verifies the signature")
+
+// VerifySignature implements oidc.KeySet.
+func (k *keySet) VerifySignature(ctx context.Context, raw string) ([]byte, error) {
+	jws, err := jose.ParseSigned(raw, k.algs)
+	if err != nil {
+		return nil, fmt.Errorf("malformed JWS: %w", err)
+	}
+	if len(jws.Signatures) != 1 {
+		return nil, errors.New("JWS must carry exactly one signature")
+	}
+	kid := jws.Signatures[0].Header.KeyID
+	if k.url != "" && k.stale() {
+		if err := k.refresh(ctx); err != nil && ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+	}
+	cands := k.matching(kid)
+	if p, ok := verifyWith(jws, cands); ok {
+		return p, nil
+	}
+	// A known key id whose key does not verify is a bad signature, not a
+	// rotation: no refetch.
+	if k.url == "" || (kid != "" && len(cands) > 0) {
+		return nil, errNoKey
+	}
+	if err := k.refresh(ctx); err != nil {
+		return nil, err
+	}
+	if p, ok := verifyWith(jws, k.matching(kid)); ok {
+		return p, nil
+	}
+	return nil, errNoKey
+}
+
+func verifyWith(jws *jose.JSONWebSignature, keys []jose.JSONWebKey) ([]byte, bool) {
+	for _, key := range keys {
+		if p, err := jws.Verify(key); err == nil {
+			return p, true
+		}
+	}
+	return nil, false
+}
+
+// matching returns the keys a token naming kid may be signed with: the key
+// with that id, or every key when the token names none.
+func (k *keySet) matching(kid string) []jose.JSONWebKey {
+	k.mu.RLock()
+	defer k.mu.RUnlock()
+	if kid == "" {
+		return k.keys
+	}
+	var out []jose.JSONWebKey
+	for _, key := range k.keys {
+		if key.KeyID == kid {
+			out = append(out, key)
+		}
+	}
+	return out
+}
+
+func (k *keySet) stale() bool {
+	k.fetchMu.Lock()
+	defer k.fetchMu.Unlock()
+	return !k.fetched || k.clock.Now().Sub(k.good) >= keyMaxAge
+}
+
+// refresh refetches the JWKS unless a fetch reached the issuer less than
+// one interval ago. A failed fetch keeps the keys already held.
+func (k *keySet) refresh(ctx context.Context) error {
+	k.fetchMu.Lock()
+	defer k.fetchMu.Unlock()
+	now := k.clock.Now()
+	if k.fetched && now.Sub(k.last) < k.every {
+		return nil // rate-limited: the caller re-checks the keys it has
+	}
+	keys, err := k.fetch(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		k.last, k.fetched = now, true
+		return fmt.Errorf("fetching the issuer's keys: %w", err)
+	}
+	k.last, k.good, k.fetched = now, now, true
+	k.mu.Lock()
+	k.keys = keys
+	k.mu.Unlock()
+	return nil
+}
+
+func (k *keySet) fetch(ctx context.Context) ([]jose.JSONWebKey, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, k.url, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := k.client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("JWKS status %s", resp.Status)
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxJWKS+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(body) > maxJWKS {
+		return nil, errors.New("JWKS larger than 1 MiB")
+	}
+	var set jose.JSONWebKeySet
+	if err := json.Unmarshal(body, &set); err != nil {
+		return nil, fmt.Errorf("JWKS: %w", err)
+	}
+	var keys []jose.JSONWebKey
+	for _, key := range set.Keys {
+		if key.IsPublic() && key.Valid() && (key.Use == "" || key.Use == "sig") {
+			keys = append(keys, key)
+		}
+	}
+	return keys, nil
 }
 
 // idClaims are the claims switchboard reads beyond what go-oidc checks.
@@ -169,10 +377,28 @@ func provErr(reason string, err error) error {
 	return fmt.Errorf("%w: %s", ErrProvenance, reason)
 }
 
+// VerifyHuman verifies an ID token the way Request does — allow-listed
+// issuer, algorithm, signature, audience, expiry, iat no older than
+// Config.MaxTokenAge and not in the future, the issuer's amr/acr policy —
+// and returns what it proved; Provenance.Human is the Human to pass to the
+// human-facing calls (Approve, Deny, Withdraw, Revoke, Vend, Publish). If
+// nonce is not empty the token's nonce must equal it (pass the nonce the
+// host's login started with). VerifyHuman stores nothing and does not
+// consume the token: replay protection is for friend requests, where the
+// token is the request's proof. Errors wrap ErrProvenance.
+func (s *Switchboard) VerifyHuman(ctx context.Context, idToken, nonce string) (Provenance, error) {
+	p, err := s.oidc.verify(ctx, idToken, nonce, nonce != "", s.limits.MaxToken)
+	if err != nil {
+		return Provenance{}, fmt.Errorf("switchboard: verify human: %w", err)
+	}
+	return p, nil
+}
+
 // verify checks raw completely — issuer allow-list, algorithm, signature,
-// audience, expiry, iat freshness and the nonce binding — and returns what
-// it proved. It does not check replay; that needs the store.
-func (v *verifier) verify(ctx context.Context, raw string, nonce string, maxLen int) (Provenance, error) {
+// audience, expiry, iat freshness, the issuer's assurance policy and, if
+// bind, that its nonce equals nonce — and returns what it proved. It does
+// not check replay; that needs the store.
+func (v *verifier) verify(ctx context.Context, raw string, nonce string, bind bool, maxLen int) (Provenance, error) {
 	if err := ctx.Err(); err != nil {
 		return Provenance{}, err
 	}
@@ -183,11 +409,7 @@ func (v *verifier) verify(ctx context.Context, raw string, nonce string, maxLen 
 		return Provenance{}, provErr("ID token too large", nil)
 	}
 	// Pick the issuer by the token's unverified iss, before any network call.
-	var all []jose.SignatureAlgorithm
-	for _, st := range v.issuers {
-		all = append(all, st.algs...)
-	}
-	jws, err := jose.ParseSigned(raw, all)
+	jws, err := jose.ParseSigned(raw, v.algs)
 	if err != nil {
 		return Provenance{}, provErr("malformed ID token or disallowed algorithm", err)
 	}
@@ -204,6 +426,9 @@ func (v *verifier) verify(ctx context.Context, raw string, nonce string, maxLen 
 	}
 	iv, err := v.forIssuer(ctx, st)
 	if err != nil {
+		if cerr := ctx.Err(); cerr != nil {
+			return Provenance{}, cerr
+		}
 		return Provenance{}, provErr("issuer unavailable", err)
 	}
 	tok, err := iv.Verify(ctx, raw)
@@ -228,20 +453,43 @@ func (v *verifier) verify(ctx context.Context, raw string, nonce string, maxLen 
 	if now.Sub(iat) > v.cfg.MaxTokenAge {
 		return Provenance{}, provErr("ID token too old", nil)
 	}
-	if c.Nonce == "" {
-		return Provenance{}, provErr("ID token has no nonce", nil)
+	if len(st.RequireAMR) > 0 && !slices.ContainsFunc(c.AMR, func(m string) bool { return slices.Contains(st.RequireAMR, m) }) {
+		return Provenance{}, provErr(fmt.Sprintf("amr policy not met: sign-in method %v, need one of %v", clipAll(c.AMR), st.RequireAMR), nil)
 	}
-	if subtle.ConstantTimeCompare([]byte(c.Nonce), []byte(nonce)) != 1 {
-		return Provenance{}, provErr("ID token nonce is not bound to this request", nil)
+	if len(st.RequireACR) > 0 && !slices.Contains(st.RequireACR, c.ACR) {
+		return Provenance{}, provErr(fmt.Sprintf("acr policy not met: need one of %v", st.RequireACR), nil)
+	}
+	if bind {
+		if c.Nonce == "" {
+			return Provenance{}, provErr("ID token has no nonce", nil)
+		}
+		if subtle.ConstantTimeCompare([]byte(c.Nonce), []byte(nonce)) != 1 {
+			return Provenance{}, provErr("ID token nonce is not bound to this request", nil)
+		}
 	}
 	h := sha256.Sum256([]byte(raw))
 	return Provenance{
 		Issuer: tok.Issuer, Subject: tok.Subject,
 		Name: clip(c.Name, 256), Email: clip(c.Email, 256),
-		AMR: c.AMR, ACR: clip(c.ACR, 256),
+		AMR: clipAll(c.AMR), ACR: clip(c.ACR, 256),
 		IssuedAt: iat.UTC(), ExpiresAt: tok.Expiry.UTC(), VerifiedAt: now.UTC(),
 		TokenHash: base64.RawURLEncoding.EncodeToString(h[:]),
 	}, nil
+}
+
+// clipAll bounds an amr list: at most 16 values of at most 64 bytes.
+func clipAll(vs []string) []string {
+	if len(vs) > 16 {
+		vs = vs[:16]
+	}
+	out := make([]string, 0, len(vs))
+	for _, v := range vs {
+		out = append(out, clip(v, 64))
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
 }
 
 // clip truncates s to at most n bytes on a rune boundary.
@@ -283,5 +531,31 @@ func (t *txn) checkReplay(p Provenance) error {
 	if exp != "" {
 		return provErr("ID token already used", nil)
 	}
+	if err := t.putRaw(tReplayExp, timeKey(p.ExpiresAt)+p.TokenHash, ""); err != nil {
+		return err
+	}
 	return t.putRaw(tReplay, p.TokenHash, timeKey(p.ExpiresAt))
+}
+
+// forgetTokens drops up to limit remembered token hashes whose tokens have
+// expired: an expired token fails verification anyway, so its hash no
+// longer needs to be kept.
+func (t *txn) forgetTokens(limit int) (int, error) {
+	var keys []string
+	err := t.tx.Scan(tReplayExp, nil, []byte(timeKey(t.now)), func(k, _ []byte) bool {
+		keys = append(keys, string(k))
+		return len(keys) < limit
+	})
+	if err != nil {
+		return 0, err
+	}
+	for _, k := range keys {
+		if err := t.del(tReplayExp, k); err != nil {
+			return 0, err
+		}
+		if err := t.del(tReplay, k[8:]); err != nil {
+			return 0, err
+		}
+	}
+	return len(keys), nil
 }

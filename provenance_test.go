@@ -5,17 +5,19 @@ import (
 	"crypto/rsa"
 	"crypto/x509"
 	"encoding/base64"
+	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/coreos/go-oidc/v3/oidc/oidctest"
 	jose "github.com/go-jose/go-jose/v4"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	sb "github.com/switchboardhq/switchboard"
 	"github.com/switchboardhq/switchboard/internal/testissuer"
+	"github.com/switchboardhq/switchboard/store/bolt"
 )
 
 // Confirmation 5: a request without valid OIDC-signed provenance of the
@@ -50,7 +52,10 @@ func TestForgedProvenanceIsRejected(t *testing.T) {
 			{"three garbage segments", "a.b.c"},
 			{"unsigned (alg none)", unsigned(valid().JSON())},
 			{"HS256 keyed with the issuer's public key", hmacWithPublicKey(t, h.iss, valid().JSON())},
-			{"signed by a key not in the JWKS", oidctest.SignIDToken(otherKey, h.iss.KeyID, "RS256", valid().JSON())},
+			{"signed by a key not in the JWKS", func() string {
+				_, kid := h.iss.Key()
+				return testissuer.SignWith(otherKey, kid, jose.RS256, valid().JSON())
+			}()},
 			{"tampered payload", tamper(h.iss.Sign(valid()), func(c *testissuer.Claims) { c.Subject = "bob" }, valid())},
 			{"issuer not allow-listed", func() string { c := valid(); c.Issuer = rogue.URL(); return rogue.Sign(c) }()},
 			{"rogue issuer claiming our iss", rogue.Sign(valid())},
@@ -125,7 +130,7 @@ func TestSecondIssuerAndStaticKeys(t *testing.T) {
 		static, err := testissuer.New("static-client")
 		require.NoError(t, err)
 		static.Close() // offline: its keys are configured, its server is gone
-		keys := &jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: static.Key.Public(), KeyID: static.KeyID, Algorithm: "RS256"}}}
+		keys := static.PublicKeys()
 		s2, err := sb.New(h.st, &sb.Config{Clock: h.clock, Issuers: []sb.Issuer{
 			h.iss.Config(), second.Config(), {URL: static.URL(), ClientID: "static-client", Keys: keys},
 		}})
@@ -186,16 +191,10 @@ func unsigned(claims string) string {
 // hmacWithPublicKey is the algorithm-confusion attack: HS256 keyed with the
 // bytes of the issuer's public key.
 func hmacWithPublicKey(t *testing.T, is *testissuer.Issuer, claims string) string {
-	der, err := x509.MarshalPKIXPublicKey(is.Key.Public())
+	priv, kid := is.Key()
+	der, err := x509.MarshalPKIXPublicKey(priv.Public())
 	require.NoError(t, err)
-	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.HS256, Key: der},
-		(&jose.SignerOptions{}).WithHeader("kid", is.KeyID))
-	require.NoError(t, err)
-	obj, err := signer.Sign([]byte(claims))
-	require.NoError(t, err)
-	out, err := obj.CompactSerialize()
-	require.NoError(t, err)
-	return out
+	return testissuer.SignWith(der, kid, jose.HS256, claims)
 }
 
 // tamper swaps a signed token's payload for edited claims, keeping the
@@ -205,4 +204,224 @@ func tamper(tok string, edit func(*testissuer.Claims), c testissuer.Claims) stri
 	edit(&c)
 	parts[1] = b64(c.JSON())
 	return strings.Join(parts, ".")
+}
+
+// withConfig replaces h.sb with a Switchboard on the same store and clock
+// whose issuer entry for h.iss is edited by edit and whose config by cfg.
+func (h *harness) withConfig(t *testing.T, edit func(*sb.Issuer), cfg func(*sb.Config)) *sb.Switchboard {
+	t.Helper()
+	is := h.iss.Config()
+	if edit != nil {
+		edit(&is)
+	}
+	c := &sb.Config{Clock: h.clock, Issuers: []sb.Issuer{is}}
+	if cfg != nil {
+		cfg(c)
+	}
+	s, err := sb.New(h.st, c)
+	require.NoError(t, err)
+	h.sb = s
+	return s
+}
+
+// refused asserts a friend request failed with ErrProvenance and stored
+// nothing: no event, no approval todo for bob.
+func refused(t *testing.T, h *harness, before uint64, err error, reason string) {
+	t.Helper()
+	require.ErrorIs(t, err, sb.ErrProvenance)
+	if reason != "" {
+		assert.Contains(t, err.Error(), reason)
+	}
+	assert.Equal(t, before, lastSeq(t, h), "a rejected request wrote events")
+	aps, err := h.sb.Approvals(ctx, h.bob)
+	require.NoError(t, err)
+	assert.Empty(t, aps, "a rejected request left an approval todo")
+}
+
+// An issuer's assurance policy: amr must contain one of RequireAMR, acr must
+// be one of RequireACR; what was verified is recorded and shown.
+func TestAssurancePolicy(t *testing.T) {
+	const from, to, why = "alice-bot", "bob-desk", "phishing-resistant, please"
+	eachBackend(t, func(t *testing.T, h *harness) {
+		h.withConfig(t, func(is *sb.Issuer) {
+			is.RequireAMR = []string{"hwk", "pop"}
+			is.RequireACR = []string{"urn:example:loa:3"}
+		}, nil)
+		sign := func(amr []string, acr string) string {
+			c := h.iss.Claims("alice", sb.RequestNonce(from, to, inboxCreate, why), h.clock.Now())
+			c.AMR, c.ACR = amr, acr
+			return h.iss.Sign(c)
+		}
+		for _, tc := range []struct {
+			name, token, reason string
+		}{
+			{"no amr", sign(nil, "urn:example:loa:3"), "amr policy not met"},
+			{"password only", sign([]string{"pwd"}, "urn:example:loa:3"), "amr policy not met"},
+			{"otp and password", sign([]string{"pwd", "otp"}, "urn:example:loa:3"), "amr policy not met"},
+			{"no acr", sign([]string{"hwk"}, ""), "acr policy not met"},
+			{"lower acr", sign([]string{"hwk"}, "urn:example:loa:1"), "acr policy not met"},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				before := lastSeq(t, h)
+				_, err := h.sb.Request(ctx, sb.FriendRequest{From: from, To: to, Scope: inboxCreate, Why: why, IDToken: tc.token})
+				refused(t, h, before, err, tc.reason)
+			})
+		}
+		e, err := h.sb.Request(ctx, sb.FriendRequest{From: from, To: to, Scope: inboxCreate, Why: why,
+			IDToken: sign([]string{"pwd", "hwk"}, "urn:example:loa:3")})
+		require.NoError(t, err)
+		assert.Equal(t, []string{"pwd", "hwk"}, e.Provenance.AMR)
+		assert.Equal(t, "urn:example:loa:3", e.Provenance.ACR)
+		aps, err := h.sb.Approvals(ctx, h.bob)
+		require.NoError(t, err)
+		require.Len(t, aps, 1)
+		assert.Equal(t, []string{"pwd", "hwk"}, aps[0].Approval.Human.AMR)
+		assert.Contains(t, aps[0].Approval.Text(), "signed in with amr pwd, hwk acr urn:example:loa:3")
+	})
+}
+
+// After the issuer rotates its key, a token signed with the new key
+// verifies once the key set may be refetched; a flood of tokens naming
+// unknown keys costs the issuer at most one fetch per interval.
+func TestKeyRotationAndRefetchLimit(t *testing.T) {
+	const from, to, why = "alice-bot", "bob-desk", "rotation"
+	eachBackend(t, func(t *testing.T, h *harness) {
+		h.withConfig(t, nil, func(c *sb.Config) { c.KeyRefetchInterval = time.Minute })
+		// The first token fetches the key set.
+		e, err := h.request(h.alice, from, to, inboxCreate, why)
+		require.NoError(t, err)
+		require.NoError(t, h.sb.Withdraw(ctx, h.alice, e.ID))
+		require.Equal(t, 1, h.iss.JWKSFetches())
+
+		_, err = h.iss.Rotate()
+		require.NoError(t, err)
+		// Within the interval the set is not refetched: the new key is not
+		// known yet.
+		before := lastSeq(t, h)
+		_, err = h.request(h.alice, from, to, inboxCreate, why)
+		refused(t, h, before, err, "no key of the issuer verifies")
+
+		// A flood of tokens naming made-up keys.
+		rogue, err := rsa.GenerateKey(rand.Reader, 2048)
+		require.NoError(t, err)
+		h.clock.Advance(time.Minute)
+		fetches := h.iss.JWKSFetches()
+		for i := range 50 {
+			c := h.iss.Claims("alice", sb.RequestNonce(from, to, inboxCreate, why), h.clock.Now())
+			tok := testissuer.SignWith(rogue, fmt.Sprintf("junk-%d", i), jose.RS256, c.JSON())
+			_, err := h.sb.Request(ctx, sb.FriendRequest{From: from, To: to, Scope: inboxCreate, Why: why, IDToken: tok})
+			require.ErrorIs(t, err, sb.ErrProvenance)
+		}
+		assert.LessOrEqual(t, h.iss.JWKSFetches()-fetches, 1, "50 junk tokens in one interval fetch the JWKS at most once")
+
+		// That one fetch also brought the rotated key: the real token now verifies.
+		e, err = h.request(h.alice, from, to, inboxCreate, why)
+		require.NoError(t, err)
+		assert.Equal(t, h.alice, e.Requester)
+
+		// Next interval: the issuer rotates again and the new key is picked
+		// up by the first token that names it.
+		require.NoError(t, h.sb.Withdraw(ctx, h.alice, e.ID))
+		_, err = h.iss.Rotate()
+		require.NoError(t, err)
+		h.clock.Advance(time.Minute)
+		_, err = h.request(h.alice, from, to, inboxCreate, why+" again")
+		require.NoError(t, err)
+	})
+}
+
+// Two Switchboard values sharing one bbolt file (two processes' worth of
+// state in one store) refuse a token the other already used, and so does a
+// Switchboard over the reopened file.
+func TestReplayRefusedAcrossSwitchboardsAndReopen(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "switchboard.db")
+	st, err := bolt.Open(path, nil)
+	require.NoError(t, err)
+	h := newHarness(t, st)
+	other, err := sb.New(st, &sb.Config{Clock: h.clock, Issuers: []sb.Issuer{h.iss.Config()}})
+	require.NoError(t, err)
+
+	tok := h.token(h.alice, "alice-bot", "bob-desk", inboxCreate, "once")
+	req := sb.FriendRequest{From: "alice-bot", To: "bob-desk", Scope: inboxCreate, Why: "once", IDToken: tok}
+	e, err := h.sb.Request(ctx, req)
+	require.NoError(t, err)
+	require.NoError(t, h.sb.Withdraw(ctx, h.alice, e.ID))
+	before := lastSeq(t, h)
+	_, err = other.Request(ctx, req)
+	refused(t, h, before, err, "already used")
+
+	require.NoError(t, st.Close())
+	st, err = bolt.Open(path, nil)
+	require.NoError(t, err)
+	defer st.Close()
+	h.st = st
+	h.withConfig(t, nil, nil)
+	_, err = h.sb.Request(ctx, req)
+	refused(t, h, before, err, "already used")
+}
+
+// BindFreshOnly accepts a token without the request's nonce, but still
+// only once and only while fresh.
+func TestFreshOnlyBinding(t *testing.T) {
+	eachBackend(t, func(t *testing.T, h *harness) {
+		h.withConfig(t, nil, func(c *sb.Config) { c.Binding = sb.BindFreshOnly })
+		c := h.iss.Claims("alice", "", h.clock.Now()) // an IdP that sets no nonce
+		tok := h.iss.Sign(c)
+		req := sb.FriendRequest{From: "alice-bot", To: "bob-desk", Scope: inboxCreate, Why: "no nonce here", IDToken: tok}
+		e, err := h.sb.Request(ctx, req)
+		require.NoError(t, err)
+		require.NoError(t, h.sb.Withdraw(ctx, h.alice, e.ID))
+		before := lastSeq(t, h)
+		_, err = h.sb.Request(ctx, req)
+		refused(t, h, before, err, "already used")
+
+		c.Nonce = "some other login's nonce"
+		e, err = h.sb.Request(ctx, sb.FriendRequest{From: "alice-bot", To: "bob-desk", Scope: inboxCreate, Why: "other nonce", IDToken: h.iss.Sign(c)})
+		require.NoError(t, err, "fresh-only ignores the nonce")
+		require.NoError(t, h.sb.Withdraw(ctx, h.alice, e.ID))
+
+		c = h.iss.Claims("carol", "", h.clock.Now())
+		old := h.iss.Sign(c)
+		h.clock.Advance(11 * time.Minute)
+		before = lastSeq(t, h)
+		_, err = h.sb.Request(ctx, sb.FriendRequest{From: "carol-bot", To: "bob-desk", Scope: inboxCreate, Why: "stale", IDToken: old})
+		refused(t, h, before, err, "too old")
+	})
+	_, err := sb.New(memoryStore(t), &sb.Config{Binding: sb.Binding(7)})
+	require.ErrorIs(t, err, sb.ErrInvalidArgument)
+}
+
+// VerifyHuman turns a login ID token into a Human for the human-facing
+// calls, with the same checks, storing and consuming nothing.
+func TestVerifyHuman(t *testing.T) {
+	eachBackend(t, func(t *testing.T, h *harness) {
+		login := h.iss.Token("bob", "Bob", "bob@example.com", "login-nonce-123", h.clock.Now())
+		before := lastSeq(t, h)
+		p, err := h.sb.VerifyHuman(ctx, login, "login-nonce-123")
+		require.NoError(t, err)
+		assert.Equal(t, h.bob, p.Human())
+		assert.Equal(t, "Bob", p.Name)
+		_, err = h.sb.VerifyHuman(ctx, login, "")
+		require.NoError(t, err, "no nonce to check; the token is not consumed")
+		assert.Equal(t, before, lastSeq(t, h), "VerifyHuman stores nothing")
+
+		_, err = h.sb.VerifyHuman(ctx, login, "another-login")
+		require.ErrorIs(t, err, sb.ErrProvenance)
+		rogue, err := testissuer.New("switchboard-test")
+		require.NoError(t, err)
+		defer rogue.Close()
+		_, err = h.sb.VerifyHuman(ctx, rogue.Token("bob", "Bob", "", "", h.clock.Now()), "")
+		require.ErrorIs(t, err, sb.ErrProvenance)
+		h.clock.Advance(2 * time.Hour)
+		_, err = h.sb.VerifyHuman(ctx, login, "")
+		require.ErrorIs(t, err, sb.ErrProvenance, "expired")
+
+		// The verified human drives the human-facing calls.
+		e, err := h.request(h.alice, "alice-bot", "bob-desk", inboxCreate, "hi")
+		require.NoError(t, err)
+		p, err = h.sb.VerifyHuman(ctx, h.iss.Token("bob", "Bob", "", "", h.clock.Now()), "")
+		require.NoError(t, err)
+		_, _, err = h.sb.Approve(ctx, p.Human(), e.ID, nil)
+		require.NoError(t, err)
+	})
 }

@@ -236,6 +236,7 @@ type ReapStats struct {
 	LeasesExpired int // leases past expiry: re-queued or dead-lettered
 	EdgesExpired  int // pending friend requests past their expiry
 	GrantsExpired int // grants past their expiry, revoked
+	TokensPurged  int // remembered ID token hashes whose tokens expired
 }
 
 // reapBatch bounds the work of one Reap transaction per kind.
@@ -244,7 +245,8 @@ const reapBatch = 500
 // Reap does the time-driven work in one transaction: it re-delivers expired
 // leases (dead-lettering todos out of attempts), expires pending friend
 // requests past their expiry (cancelling their approval todos) and revokes
-// grants past their expiry (cancelling their queued todos). Each kind is
+// grants past their expiry (cancelling their queued todos), and forgets the
+// hashes of used ID tokens that have expired. Each kind is
 // bounded per call; call again while it reports work. Correctness never
 // depends on it — Claim recovers expired leases and every check compares
 // expiry times — but it keeps queues and approval lists tidy.
@@ -317,7 +319,8 @@ func (s *Switchboard) Reap(ctx context.Context) (ReapStats, error) {
 			}
 		}
 		st.GrantsExpired = len(grants)
-		return nil
+		st.TokensPurged, err = t.forgetTokens(reapBatch)
+		return err
 	})
 	if err != nil {
 		return ReapStats{}, fmt.Errorf("switchboard: reap: %w", err)
@@ -346,7 +349,7 @@ func (s *Switchboard) Run(ctx context.Context) error {
 				}
 				break
 			}
-			if st.LeasesExpired < reapBatch && st.EdgesExpired < reapBatch && st.GrantsExpired < reapBatch {
+			if st.LeasesExpired < reapBatch && st.EdgesExpired < reapBatch && st.GrantsExpired < reapBatch && st.TokensPurged < reapBatch {
 				break
 			}
 		}

@@ -404,7 +404,7 @@ func TestReap(t *testing.T) {
 		h.clock.Advance(8 * 24 * time.Hour)
 		st, err = h.sb.Reap(ctx)
 		require.NoError(t, err)
-		assert.Equal(t, sb.ReapStats{LeasesExpired: 2, EdgesExpired: 1, GrantsExpired: 1}, st)
+		assert.Equal(t, sb.ReapStats{LeasesExpired: 2, EdgesExpired: 1, GrantsExpired: 1, TokensPurged: 2}, st, "both used ID tokens (alice's, carol's) have expired")
 		dead, err := h.sb.List(ctx, w, "inbox", &sb.ListOptions{State: sb.TodoDead})
 		require.NoError(t, err)
 		assert.Len(t, dead, 1, "the todo on its last attempt is dead-lettered")

@@ -35,6 +35,13 @@ type Config struct {
 	MaxTokenAge time.Duration
 	// ClockLeeway is the tolerance for an iat in the future. Default 1 minute.
 	ClockLeeway time.Duration
+	// Binding says how a friend request's ID token is tied to the request.
+	// Default BindNonce; BindFreshOnly is weaker (see its doc).
+	Binding Binding
+	// KeyRefetchInterval is the least time between two fetches of an
+	// issuer's JWKS (or retries of its discovery), however many tokens
+	// name unknown keys. Default 1 minute.
+	KeyRefetchInterval time.Duration
 
 	// PendingTTL is how long a friend request stays pending before it
 	// expires. Default 7 days.
@@ -125,6 +132,7 @@ func New(st store.Store, cfg *Config) (*Switchboard, error) {
 	}
 	def(&c.MaxTokenAge, 10*time.Minute)
 	def(&c.ClockLeeway, time.Minute)
+	def(&c.KeyRefetchInterval, time.Minute)
 	def(&c.PendingTTL, 7*24*time.Hour)
 	def(&c.DefaultLease, 5*time.Minute)
 	def(&c.MaxLease, 24*time.Hour)
@@ -134,7 +142,7 @@ func New(st store.Store, cfg *Config) (*Switchboard, error) {
 	if c.MaxAttempts == 0 {
 		c.MaxAttempts = 5
 	}
-	for _, d := range []time.Duration{c.PollInterval, c.ReapInterval, c.MaxTokenAge, c.ClockLeeway, c.PendingTTL, c.DefaultLease, c.MaxLease, c.DedupRetention} {
+	for _, d := range []time.Duration{c.PollInterval, c.ReapInterval, c.KeyRefetchInterval, c.MaxTokenAge, c.ClockLeeway, c.PendingTTL, c.DefaultLease, c.MaxLease, c.DedupRetention} {
 		if d < 0 {
 			return nil, invalid("negative duration in Config")
 		}
@@ -184,6 +192,7 @@ const (
 	tByQueue     = "todo_queue"   // queue key \x00 seq → todo id
 	tGrantExp    = "grant_expiry" // expiry, grant id → "" (grants that expire)
 	tReplay      = "oidc_replay"  // sha256(id token) → expiry
+	tReplayExp   = "oidc_expiry"  // expiry, sha256(id token) → "" (for purging)
 	tEvents      = "events"       // seq → Event
 	tMeta        = "meta"         // counters
 )

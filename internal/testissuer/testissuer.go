@@ -1,45 +1,83 @@
-// Package testissuer runs a real local OIDC issuer — discovery document and
-// JWKS served over HTTP by go-oidc's oidctest server — and mints ID tokens
-// signed with its keys. The quickstart and the tests use it so that friend
-// requests are verified exactly as in production, with no verifier stub.
+// Package testissuer runs a real local OIDC issuer — a discovery document and
+// a JWKS served over HTTP on a loopback port — and mints ID tokens signed
+// with its keys. The quickstart and the tests use it so that friend requests
+// are verified exactly as in production, with no verifier stub. Its keys can
+// be rotated, and it counts JWKS fetches so tests can see refetch limits.
 package testissuer
 
 import (
 	"crypto/rand"
 	"crypto/rsa"
 	"encoding/json"
+	"fmt"
+	"net/http"
 	"net/http/httptest"
+	"sync"
 	"time"
 
-	"github.com/coreos/go-oidc/v3/oidc/oidctest"
+	jose "github.com/go-jose/go-jose/v4"
 
 	"github.com/switchboardhq/switchboard"
 )
 
 // Issuer is a running local identity provider.
 type Issuer struct {
-	Key      *rsa.PrivateKey
-	KeyID    string
 	ClientID string
-	srv      *httptest.Server
-	oidc     *oidctest.Server
+
+	srv *httptest.Server
+
+	mu      sync.Mutex
+	keys    []key // published in the JWKS; the last one signs
+	fetches int
+}
+
+type key struct {
+	priv *rsa.PrivateKey
+	id   string
 }
 
 // New starts an issuer on a loopback port with one RSA signing key. The
 // caller must Close it.
 func New(clientID string) (*Issuer, error) {
-	key, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
+	is := &Issuer{ClientID: clientID}
+	if _, err := is.Rotate(); err != nil {
 		return nil, err
 	}
-	is := &Issuer{Key: key, KeyID: "key-1", ClientID: clientID}
-	is.oidc = &oidctest.Server{
-		PublicKeys: []oidctest.PublicKey{{PublicKey: key.Public(), KeyID: is.KeyID, Algorithm: "RS256"}},
-		Algorithms: []string{"RS256"},
-	}
-	is.srv = httptest.NewServer(is.oidc)
-	is.oidc.SetIssuer(is.srv.URL)
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /.well-known/openid-configuration", is.discovery)
+	mux.HandleFunc("GET /keys", is.jwks)
+	is.srv = httptest.NewServer(mux)
 	return is, nil
+}
+
+func (is *Issuer) discovery(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(map[string]any{
+		"issuer":                                is.URL(),
+		"authorization_endpoint":                is.URL() + "/auth",
+		"token_endpoint":                        is.URL() + "/token",
+		"jwks_uri":                              is.URL() + "/keys",
+		"response_types_supported":              []string{"code"},
+		"subject_types_supported":               []string{"public"},
+		"id_token_signing_alg_values_supported": []string{"RS256"},
+	})
+}
+
+func (is *Issuer) jwks(w http.ResponseWriter, _ *http.Request) {
+	is.mu.Lock()
+	is.fetches++
+	set := is.publicLocked()
+	is.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(set)
+}
+
+func (is *Issuer) publicLocked() jose.JSONWebKeySet {
+	var set jose.JSONWebKeySet
+	for _, k := range is.keys {
+		set.Keys = append(set.Keys, jose.JSONWebKey{Key: k.priv.Public(), KeyID: k.id, Algorithm: "RS256", Use: "sig"})
+	}
+	return set
 }
 
 // URL is the issuer identifier (its iss).
@@ -54,7 +92,45 @@ func (is *Issuer) Config() switchboard.Issuer {
 	return switchboard.Issuer{URL: is.URL(), ClientID: is.ClientID}
 }
 
-// Claims are an ID token's claims. Zero times are left out of the token.
+// Rotate adds a new signing key: the JWKS lists it next to the old ones and
+// tokens are signed with it from now on. It returns the new key's id.
+func (is *Issuer) Rotate() (string, error) {
+	priv, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		return "", err
+	}
+	is.mu.Lock()
+	defer is.mu.Unlock()
+	id := fmt.Sprintf("key-%d", len(is.keys)+1)
+	is.keys = append(is.keys, key{priv, id})
+	return id, nil
+}
+
+// Key returns the current signing key and its key id.
+func (is *Issuer) Key() (*rsa.PrivateKey, string) {
+	is.mu.Lock()
+	defer is.mu.Unlock()
+	k := is.keys[len(is.keys)-1]
+	return k.priv, k.id
+}
+
+// PublicKeys returns the key set the JWKS serves, for configuring the issuer
+// statically.
+func (is *Issuer) PublicKeys() *jose.JSONWebKeySet {
+	is.mu.Lock()
+	defer is.mu.Unlock()
+	set := is.publicLocked()
+	return &set
+}
+
+// JWKSFetches reports how many times the JWKS has been fetched.
+func (is *Issuer) JWKSFetches() int {
+	is.mu.Lock()
+	defer is.mu.Unlock()
+	return is.fetches
+}
+
+// Claims are an ID token's claims. Zero values are left out of the token.
 type Claims struct {
 	Issuer   string    `json:"iss"`
 	Subject  string    `json:"sub"`
@@ -64,6 +140,8 @@ type Claims struct {
 	Nonce    string    `json:"nonce,omitempty"`
 	Name     string    `json:"name,omitempty"`
 	Email    string    `json:"email,omitempty"`
+	AMR      []string  `json:"amr,omitempty"`
+	ACR      string    `json:"acr,omitempty"`
 }
 
 // Claims returns claims for subject issued now, valid for an hour, for this
@@ -75,9 +153,32 @@ func (is *Issuer) Claims(subject, nonce string, now time.Time) Claims {
 	}
 }
 
-// Sign signs c with the issuer's key.
+// Sign signs c with the issuer's current key.
 func (is *Issuer) Sign(c Claims) string {
-	return oidctest.SignIDToken(is.Key, is.KeyID, "RS256", c.JSON())
+	priv, id := is.Key()
+	return SignWith(priv, id, jose.RS256, c.JSON())
+}
+
+// SignWith signs payload as a compact JWS with the given key, key id and
+// algorithm. Tests use it to forge tokens.
+func SignWith(priv any, keyID string, alg jose.SignatureAlgorithm, payload string) string {
+	opts := (&jose.SignerOptions{}).WithType("JWT")
+	if keyID != "" {
+		opts = opts.WithHeader(jose.HeaderKey("kid"), keyID)
+	}
+	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: alg, Key: priv}, opts)
+	if err != nil {
+		panic(fmt.Sprintf("testissuer: signer: %v", err))
+	}
+	jws, err := signer.Sign([]byte(payload))
+	if err != nil {
+		panic(fmt.Sprintf("testissuer: sign: %v", err))
+	}
+	out, err := jws.CompactSerialize()
+	if err != nil {
+		panic(fmt.Sprintf("testissuer: serialize: %v", err))
+	}
+	return out
 }
 
 // Token is Sign(Claims(subject, nonce, now)) with a name and email set.
@@ -96,10 +197,13 @@ func (c Claims) JSON() string {
 	if !c.IssuedAt.IsZero() {
 		m["iat"] = c.IssuedAt.Unix()
 	}
-	for k, v := range map[string]string{"nonce": c.Nonce, "name": c.Name, "email": c.Email} {
+	for k, v := range map[string]string{"nonce": c.Nonce, "name": c.Name, "email": c.Email, "acr": c.ACR} {
 		if v != "" {
 			m[k] = v
 		}
+	}
+	if len(c.AMR) > 0 {
+		m["amr"] = c.AMR
 	}
 	b, _ := json.Marshal(m)
 	return string(b)
