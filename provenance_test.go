@@ -87,6 +87,8 @@ func TestForgedProvenanceIsRejected(t *testing.T) {
 			})
 		}
 
+		assert.Zero(t, rogue.Requests(), "an issuer not on the list is refused before any network call")
+
 		// The control: the valid token is accepted, exactly once.
 		tok := h.iss.Sign(valid())
 		e, err := h.sb.Request(ctx, sb.FriendRequest{From: from, To: to, Scope: inboxCreate, Why: why, IDToken: tok})

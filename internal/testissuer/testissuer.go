@@ -26,9 +26,10 @@ type Issuer struct {
 
 	srv *httptest.Server
 
-	mu      sync.Mutex
-	keys    []key // published in the JWKS; the last one signs
-	fetches int
+	mu       sync.Mutex
+	keys     []key // published in the JWKS; the last one signs
+	fetches  int   // JWKS fetches
+	requests int   // every request
 }
 
 type key struct {
@@ -46,7 +47,12 @@ func New(clientID string) (*Issuer, error) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /.well-known/openid-configuration", is.discovery)
 	mux.HandleFunc("GET /keys", is.jwks)
-	is.srv = httptest.NewServer(mux)
+	is.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		is.mu.Lock()
+		is.requests++
+		is.mu.Unlock()
+		mux.ServeHTTP(w, r)
+	}))
 	return is, nil
 }
 
@@ -128,6 +134,13 @@ func (is *Issuer) JWKSFetches() int {
 	is.mu.Lock()
 	defer is.mu.Unlock()
 	return is.fetches
+}
+
+// Requests reports how many HTTP requests the issuer has served.
+func (is *Issuer) Requests() int {
+	is.mu.Lock()
+	defer is.mu.Unlock()
+	return is.requests
 }
 
 // Claims are an ID token's claims. Zero values are left out of the token.
