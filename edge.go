@@ -141,7 +141,7 @@ func (s *Switchboard) Request(ctx context.Context, r FriendRequest) (Edge, error
 	if r.From == r.To {
 		return fail(invalid("an agent cannot befriend itself"))
 	}
-	if err := checkText("why", r.Why, s.limits.MaxWhy, true); err != nil {
+	if err := checkText("why", r.Why, s.limits.MaxWhy, false); err != nil {
 		return fail(err)
 	}
 	if strings.TrimSpace(r.Why) == "" {
@@ -168,6 +168,9 @@ func (s *Switchboard) Request(ctx context.Context, r FriendRequest) (Edge, error
 		if err != nil {
 			return err
 		}
+		if err := t.checkBlocked(prov.Human(), to); err != nil {
+			return err
+		}
 		if id, err := t.lookup(tEdgePending, r.From+sep+r.To); err != nil {
 			return err
 		} else if id != "" {
@@ -178,10 +181,7 @@ func (s *Switchboard) Request(ctx context.Context, r FriendRequest) (Edge, error
 			switch {
 			case !t.now.Before(old.ExpiresAt):
 				// Lapsed but not yet reaped: expire it here and go on.
-				if err := t.decide(&old, EdgeExpired, systemActor, EventEdgeExpired); err != nil {
-					return err
-				}
-				if err := t.put(tEdges, old.ID, old); err != nil {
+				if err := t.expireEdge(old.ID); err != nil {
 					return err
 				}
 			case Equal(old.Requested, sc) && old.Why == r.Why:
@@ -192,6 +192,9 @@ func (s *Switchboard) Request(ctx context.Context, r FriendRequest) (Edge, error
 			}
 		}
 		if err := t.checkReplay(prov); err != nil {
+			return err
+		}
+		if err := s.admit(t, prov.Human(), to); err != nil {
 			return err
 		}
 		e := edgeRec{
@@ -216,7 +219,7 @@ func (s *Switchboard) Request(ctx context.Context, r FriendRequest) (Edge, error
 			return err
 		}
 		e.ApprovalTodo = td.ID
-		if err := t.put(tEdges, e.ID, e); err != nil {
+		if err := t.putEdge(&e); err != nil {
 			return err
 		}
 		if err := t.putRaw(tEdgePending, r.From+sep+r.To, e.ID); err != nil {
@@ -329,7 +332,7 @@ func (s *Switchboard) Approve(ctx context.Context, approver Human, edgeID string
 		if err := t.decide(e, EdgeApproved, humanActor(approver), EventEdgeApproved); err != nil {
 			return err
 		}
-		if err := t.put(tEdges, e.ID, e); err != nil {
+		if err := t.putEdge(e); err != nil {
 			return err
 		}
 		return t.putRaw(tEdgeLive, e.From+sep+e.To, e.ID)
@@ -379,7 +382,10 @@ func (s *Switchboard) settle(ctx context.Context, op string, human Human, edgeID
 		if err := t.decide(e, state, humanActor(human), typ); err != nil {
 			return err
 		}
-		return t.put(tEdges, e.ID, e)
+		if err := t.cooldown(e, s.quotas.Cooldown); err != nil {
+			return err
+		}
+		return t.putEdge(e)
 	})
 	if err != nil {
 		return fmt.Errorf("switchboard: %s: %w", op, err)
@@ -416,8 +422,13 @@ func (s *Switchboard) Approvals(ctx context.Context, human Human) ([]Todo, error
 	}
 	var out []Todo
 	err := s.view(ctx, func(t *txn) error {
-		var err error
-		out, err = t.listQueued(approvalsKey(human))
+		all, err := t.listQueued(approvalsKey(human))
+		for _, td := range all {
+			// A lapsed request the reaper has not expired yet is not shown.
+			if td.Approval == nil || t.now.Before(td.Approval.ExpiresAt) {
+				out = append(out, td)
+			}
+		}
 		return err
 	})
 	if err != nil {

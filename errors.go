@@ -3,6 +3,7 @@ package switchboard
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/switchboardhq/switchboard/store"
 )
@@ -38,6 +39,14 @@ var (
 	// persona id owned by another human, or a second pending request in the
 	// same direction with a different scope.
 	ErrConflict = errors.New("conflict")
+	// ErrQuotaExceeded: a friend request would go over a count limit (live
+	// edges of the requesting human, pending requests waiting for the
+	// target human). The error is a *RetryError.
+	ErrQuotaExceeded = errors.New("quota exceeded")
+	// ErrRateLimited: a friend request came too soon (a rate bucket is empty
+	// or a cooldown after a deny or withdraw is running). The error is a
+	// *RetryError saying when to retry.
+	ErrRateLimited = errors.New("rate limited")
 	// ErrQueueEmpty: Claim found no ready todo.
 	ErrQueueEmpty = errors.New("queue empty")
 	// ErrClosed is the store's closed error, re-exported so callers need not
@@ -50,3 +59,25 @@ func invalid(format string, args ...any) error {
 }
 
 func notFound(what string) error { return fmt.Errorf("%w: %s", ErrNotFound, what) }
+
+// RetryError is a refusal that may succeed later: it wraps ErrQuotaExceeded
+// or ErrRateLimited and says which limit was hit and when a retry can
+// succeed. Match it with errors.As:
+//
+//	var re *switchboard.RetryError
+//	if errors.As(err, &re) { wait until re.RetryAt }
+type RetryError struct {
+	Err     error     // ErrQuotaExceeded or ErrRateLimited
+	Limit   string    // the limit hit, in words
+	RetryAt time.Time // the earliest time a retry can succeed; zero if it depends on someone else (an edge must end)
+}
+
+func (e *RetryError) Error() string {
+	if e.RetryAt.IsZero() {
+		return fmt.Sprintf("%v: %s", e.Err, e.Limit)
+	}
+	return fmt.Sprintf("%v: %s; retry at %s", e.Err, e.Limit, e.RetryAt.UTC().Format(time.RFC3339))
+}
+
+// Unwrap returns ErrQuotaExceeded or ErrRateLimited.
+func (e *RetryError) Unwrap() error { return e.Err }

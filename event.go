@@ -21,6 +21,8 @@ const (
 	EventEdgeExpired      EventType = "edge.expired"
 	EventEdgeReplaced     EventType = "edge.replaced"
 	EventEdgeRevoked      EventType = "edge.revoked"
+	EventHumanBlocked     EventType = "human.blocked"   // Actor blocked the human in Detail
+	EventHumanUnblocked   EventType = "human.unblocked" // Actor unblocked the human in Detail
 	EventGrantMinted      EventType = "grant.minted"
 	EventGrantRevoked     EventType = "grant.revoked"
 	EventTodoCreated      EventType = "todo.created"

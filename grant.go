@@ -503,7 +503,7 @@ func (t *txn) revokeGrant(g *grantRec, e *edgeRec, actor, why string, cancelQueu
 			e.State, typ = EdgeReplaced, EventEdgeReplaced
 		}
 		e.UpdatedAt = t.now
-		if err := t.put(tEdges, e.ID, e); err != nil {
+		if err := t.putEdge(e); err != nil {
 			return err
 		}
 		if err := t.del(tEdgeLive, e.From+sep+e.To); err != nil {

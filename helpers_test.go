@@ -66,6 +66,10 @@ func (c *clock) Advance(d time.Duration) {
 // timers reports how many After channels are waiting to fire.
 func (c *clock) timers() int { c.mu.Lock(); defer c.mu.Unlock(); return len(c.waiters) }
 
+// testQuotas are the default quotas without the cooldown, so tests of other
+// rules may withdraw and ask again. antispam_test.go tests the defaults.
+var testQuotas = switchboard.Quotas{Cooldown: -1}
+
 // backends are the stores every domain test runs on.
 var backends = []struct {
 	name string
@@ -109,7 +113,7 @@ func newHarness(t testing.TB, st store.Store) *harness {
 	require.NoError(t, err)
 	t.Cleanup(iss.Close)
 	clk := &clock{t: time.Now().UTC().Truncate(time.Second)}
-	sb, err := switchboard.New(st, &switchboard.Config{Clock: clk, Issuers: []switchboard.Issuer{iss.Config()}})
+	sb, err := switchboard.New(st, &switchboard.Config{Clock: clk, Issuers: []switchboard.Issuer{iss.Config()}, Quotas: testQuotas})
 	require.NoError(t, err)
 	h := &harness{t: t, sb: sb, st: st, clock: clk, iss: iss,
 		alice: iss.Human("alice"), bob: iss.Human("bob"), carol: iss.Human("carol")}

@@ -470,8 +470,8 @@ func (v *verifier) verify(ctx context.Context, raw string, nonce string, bind bo
 	h := sha256.Sum256([]byte(raw))
 	return Provenance{
 		Issuer: tok.Issuer, Subject: tok.Subject,
-		Name: clip(c.Name, 256), Email: clip(c.Email, 256),
-		AMR: clipAll(c.AMR), ACR: clip(c.ACR, 256),
+		Name: sanitize(c.Name, 256), Email: sanitize(c.Email, 256),
+		AMR: clipAll(c.AMR), ACR: sanitize(c.ACR, 256),
 		IssuedAt: iat.UTC(), ExpiresAt: tok.Expiry.UTC(), VerifiedAt: now.UTC(),
 		TokenHash: base64.RawURLEncoding.EncodeToString(h[:]),
 	}, nil
@@ -484,7 +484,7 @@ func clipAll(vs []string) []string {
 	}
 	out := make([]string, 0, len(vs))
 	for _, v := range vs {
-		out = append(out, clip(v, 64))
+		out = append(out, sanitize(v, 64))
 	}
 	if len(out) == 0 {
 		return nil

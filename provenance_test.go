@@ -216,7 +216,7 @@ func (h *harness) withConfig(t *testing.T, edit func(*sb.Issuer), cfg func(*sb.C
 	if edit != nil {
 		edit(&is)
 	}
-	c := &sb.Config{Clock: h.clock, Issuers: []sb.Issuer{is}}
+	c := &sb.Config{Clock: h.clock, Issuers: []sb.Issuer{is}, Quotas: testQuotas}
 	if cfg != nil {
 		cfg(c)
 	}

@@ -290,10 +290,7 @@ func (s *Switchboard) Reap(ctx context.Context) (ReapStats, error) {
 			if t.now.Before(e.ExpiresAt) {
 				continue
 			}
-			if err := t.decide(&e, EdgeExpired, systemActor, EventEdgeExpired); err != nil {
-				return err
-			}
-			if err := t.put(tEdges, e.ID, e); err != nil {
+			if err := t.expireEdge(id); err != nil {
 				return err
 			}
 			if st.EdgesExpired++; st.EdgesExpired >= reapBatch {

@@ -64,6 +64,9 @@ type Config struct {
 	// the todo ended. Default 24 hours.
 	DedupRetention time.Duration
 
+	// Quotas bound friend requests per human; see Quotas for the defaults.
+	Quotas Quotas
+
 	// Limits bounds input sizes. Zero fields take the defaults of
 	// DefaultLimits.
 	Limits Limits
@@ -106,6 +109,7 @@ type Switchboard struct {
 	now    func() time.Time
 	oidc   *verifier
 	limits Limits
+	quotas Quotas
 	wake   waker
 }
 
@@ -173,28 +177,33 @@ func New(st store.Store, cfg *Config) (*Switchboard, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Switchboard{st: st, cfg: c, now: c.Clock.Now, oidc: v, limits: l}, nil
+	return &Switchboard{st: st, cfg: c, now: c.Clock.Now, oidc: v, limits: l, quotas: c.Quotas.withDefaults()}, nil
 }
 
 // Table names. Keys inside them are described where they are written.
 const (
-	tPersonas    = "personas"     // persona id → personaRec
-	tEdges       = "edges"        // edge id → edgeRec
-	tEdgePending = "edge_pending" // from \x00 to → edge id (at most one pending per direction)
-	tEdgeLive    = "edge_live"    // from \x00 to → edge id (at most one approved per direction)
-	tGrants      = "grants"       // grant id → grantRec
-	tCredIndex   = "grant_cred"   // sha256(credential) → grant id
-	tTodos       = "todos"        // todo id → todoRec
-	tReady       = "todo_ready"   // queue key \x00 prio \x00 available-at \x00 seq → todo id
-	tLeases      = "todo_leases"  // queue key \x00 lease expiry \x00 todo id → ""
-	tDedup       = "todo_dedup"   // grant id \x00 dedup key → todo id
-	tByGrant     = "todo_grant"   // grant id \x00 seq → todo id
-	tByQueue     = "todo_queue"   // queue key \x00 seq → todo id
-	tGrantExp    = "grant_expiry" // expiry, grant id → "" (grants that expire)
-	tReplay      = "oidc_replay"  // sha256(id token) → expiry
-	tReplayExp   = "oidc_expiry"  // expiry, sha256(id token) → "" (for purging)
-	tEvents      = "events"       // seq → Event
-	tMeta        = "meta"         // counters
+	tPersonas     = "personas"       // persona id → personaRec
+	tEdges        = "edges"          // edge id → edgeRec
+	tEdgePending  = "edge_pending"   // from \x00 to → edge id (at most one pending per direction)
+	tEdgeLive     = "edge_live"      // from \x00 to → edge id (at most one approved per direction)
+	tGrants       = "grants"         // grant id → grantRec
+	tCredIndex    = "grant_cred"     // sha256(credential) → grant id
+	tTodos        = "todos"          // todo id → todoRec
+	tReady        = "todo_ready"     // queue key \x00 prio \x00 available-at \x00 seq → todo id
+	tLeases       = "todo_leases"    // queue key \x00 lease expiry \x00 todo id → ""
+	tDedup        = "todo_dedup"     // grant id \x00 dedup key → todo id
+	tByGrant      = "todo_grant"     // grant id \x00 seq → todo id
+	tByQueue      = "todo_queue"     // queue key \x00 seq → todo id
+	tGrantExp     = "grant_expiry"   // expiry, grant id → "" (grants that expire)
+	tReplay       = "oidc_replay"    // sha256(id token) → expiry
+	tReplayExp    = "oidc_expiry"    // expiry, sha256(id token) → "" (for purging)
+	tEdgeByReq    = "edge_requester" // requester human \x00 edge id → pending expiry, or "" if approved (live edges)
+	tEdgeByTarget = "edge_target"    // target human \x00 edge id → expiry (pending edges)
+	tBuckets      = "quota_buckets"  // "req"|"tgt" \x00 human → bucket
+	tCooldown     = "quota_cooldown" // requester human \x00 target persona → until
+	tBlocks       = "blocks"         // blocking human \x00 blocked human → blockRec
+	tEvents       = "events"         // seq → Event
+	tMeta         = "meta"           // counters
 )
 
 // txn is one store transaction plus the helpers every operation shares.
@@ -323,6 +332,14 @@ func timeKey(t time.Time) string {
 		n = 0
 	}
 	return be64(uint64(n))
+}
+
+// fromTimeKey decodes timeKey.
+func fromTimeKey(k string) time.Time {
+	if len(k) < 8 {
+		return time.Time{}
+	}
+	return time.Unix(0, int64(binary.BigEndian.Uint64([]byte(k[:8])))).UTC()
 }
 
 const sep = "\x00"
