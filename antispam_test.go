@@ -291,7 +291,10 @@ func TestFailedRequestConsumesNothing(t *testing.T) {
 			func() error { _, err := h.request(h.alice, "alice-bot", "nobody", inboxCreate, "hi"); return err },
 			func() error { _, err := h.request(h.alice, "alice-bot", "bob-private", inboxCreate, "hi"); return err },
 			func() error { _, err := h.request(h.carol, "alice-bot", "bob-desk", inboxCreate, "hi"); return err },
-			func() error { _, err := h.request(h.alice, "alice-bot", "bob-desk", inboxCreate, "bad\x07why"); return err },
+			func() error {
+				_, err := h.request(h.alice, "alice-bot", "bob-desk", inboxCreate, "bad\x07why")
+				return err
+			},
 		}
 		for i, f := range bad {
 			require.Error(t, f(), i)
