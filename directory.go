@@ -11,51 +11,40 @@ import (
 	"unicode/utf8"
 )
 
-// AgentCard is an A2A Agent Card: how an agent announces who it is and what
-// it does. switchboard uses cards for discovery only; nothing in a card a
-// persona publishes here invites direct A2A task delivery, because all work
-// arrives as todos under a human-approved grant.
-type AgentCard struct {
-	Name             string       `json:"name"`
-	Description      string       `json:"description"`
-	Version          string       `json:"version"`
-	Provider         *Provider    `json:"provider,omitempty"`
-	DocumentationURL string       `json:"documentationUrl,omitempty"`
-	IconURL          string       `json:"iconUrl,omitempty"`
-	Skills           []AgentSkill `json:"skills"`
-}
+// BindingSwitchboard is the protocol binding of the interfaces on a card a
+// persona publishes: the URL is where to find the persona (its card, its
+// directory entry), not an endpoint that accepts A2A tasks. Work reaches a
+// persona only as todos under a human-approved grant.
+const BindingSwitchboard = "urn:switchboard:discovery:v1"
 
-// Provider is the organisation behind an agent.
-type Provider struct {
-	Organization string `json:"organization"`
-	URL          string `json:"url,omitempty"`
-}
-
-// AgentSkill is one capability an agent advertises.
-type AgentSkill struct {
-	ID          string   `json:"id"`
-	Name        string   `json:"name"`
-	Description string   `json:"description"`
-	Tags        []string `json:"tags,omitempty"`
-	Examples    []string `json:"examples,omitempty"`
-}
-
-// Validate checks the card's required fields (name, description, version,
-// and id, name and description of each skill) and that its text is clean.
-func (c AgentCard) Validate() error {
-	if strings.TrimSpace(c.Name) == "" || strings.TrimSpace(c.Description) == "" || strings.TrimSpace(c.Version) == "" {
-		return invalid("agent card needs name, description and version")
+// PersonaCard returns a valid Agent Card for a persona: one
+// BindingSwitchboard interface at url (where the host serves the card),
+// JSON in and out, and skills. Set more fields on the result as needed.
+func PersonaCard(name, description, version, url string, skills ...AgentSkill) AgentCard {
+	return AgentCard{
+		Name: name, Description: description, Version: version,
+		SupportedInterfaces: []AgentInterface{{URL: url, ProtocolBinding: BindingSwitchboard, ProtocolVersion: "1.0"}},
+		DefaultInputModes:   []string{"application/json"},
+		DefaultOutputModes:  []string{"application/json"},
+		Skills:              skills,
 	}
-	if err := checkText("card name", c.Name, 128, false); err != nil {
+}
+
+func isTrue(b *bool) bool { return b != nil && *b }
+
+// checkPersonaCard adds the rule for cards personas publish: nothing in them
+// may invite direct A2A task delivery.
+func checkPersonaCard(c AgentCard) error {
+	if err := c.Validate(); err != nil {
 		return err
 	}
-	for i, sk := range c.Skills {
-		if sk.ID == "" || sk.Name == "" || sk.Description == "" {
-			return invalid("agent card skill %d needs id, name and description", i)
+	for i, in := range c.SupportedInterfaces {
+		if in.ProtocolBinding != BindingSwitchboard {
+			return invalid("supportedInterfaces[%d]: a persona's card advertises discovery only; use protocolBinding %q, not %q", i, BindingSwitchboard, in.ProtocolBinding)
 		}
-		if err := checkText("skill name", sk.Name, 128, false); err != nil {
-			return err
-		}
+	}
+	if isTrue(c.Capabilities.Streaming) || isTrue(c.Capabilities.PushNotifications) {
+		return invalid("a persona's card cannot offer streaming or push notifications: work arrives as todos")
 	}
 	return nil
 }
@@ -90,7 +79,7 @@ func (s *Switchboard) Publish(ctx context.Context, p Persona) (Persona, error) {
 	if err := s.checkName("persona id", p.ID); err != nil {
 		return Persona{}, fmt.Errorf("switchboard: publish: %w", err)
 	}
-	if err := p.Card.Validate(); err != nil {
+	if err := checkPersonaCard(p.Card); err != nil {
 		return Persona{}, fmt.Errorf("switchboard: publish: %w", err)
 	}
 	if b, _ := json.Marshal(p.Card); len(b) > s.limits.MaxCard {

@@ -34,10 +34,10 @@ func exampleWorld() (sb *switchboard.Switchboard, iss *testissuer.Issuer, cleanu
 	}
 	ctx := context.Background()
 	for _, p := range []switchboard.Persona{
-		{ID: "alice-bot", Owner: iss.Human("alice"), Discoverable: true, Card: switchboard.AgentCard{
-			Name: "Alice's assistant", Description: "Books travel", Version: "1.0"}},
-		{ID: "bob-desk", Owner: iss.Human("bob"), Discoverable: true, Card: switchboard.AgentCard{
-			Name: "Bob's desk", Description: "Pays invoices", Version: "1.0"}},
+		{ID: "alice-bot", Owner: iss.Human("alice"), Discoverable: true, Card: switchboard.PersonaCard(
+			"Alice's assistant", "Books travel", "1.0", "https://hub.example/agents/alice-bot")},
+		{ID: "bob-desk", Owner: iss.Human("bob"), Discoverable: true, Card: switchboard.PersonaCard(
+			"Bob's desk", "Pays invoices", "1.0", "https://hub.example/agents/bob-desk")},
 	} {
 		if _, err := sb.Publish(ctx, p); err != nil {
 			log.Fatal(err)

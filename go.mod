@@ -10,6 +10,7 @@ require (
 )
 
 require (
+	github.com/gowebpki/jcs v1.0.1 // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/oauth2 v0.36.0 // indirect
 	golang.org/x/sys v0.45.0 // indirect

@@ -125,10 +125,8 @@ func newHarness(t testing.TB, st store.Store) *harness {
 }
 
 func card(name string) switchboard.AgentCard {
-	return switchboard.AgentCard{
-		Name: name, Description: "test agent " + name, Version: "1.0.0",
-		Skills: []switchboard.AgentSkill{{ID: "todo", Name: "Todos", Description: "takes todos", Tags: []string{"todo"}}},
-	}
+	return switchboard.PersonaCard(name, "test agent "+name, "1.0.0", "https://hub.example/agents/"+name,
+		switchboard.AgentSkill{ID: "todo", Name: "Todos", Description: "takes todos", Tags: []string{"todo"}})
 }
 
 func (h *harness) publish(owner switchboard.Human, id string, discoverable bool) {

@@ -60,12 +60,12 @@ func run(ctx context.Context) error {
 
 	step(1, "Alice and Bob publish agents (A2A Agent Cards) in the local directory")
 	for _, p := range []switchboard.Persona{
-		{ID: "alice-travel", Owner: alice, Discoverable: true, Card: switchboard.AgentCard{
-			Name: "Alice's travel agent", Description: "Books trips for Alice", Version: "1.0",
-			Skills: []switchboard.AgentSkill{{ID: "book", Name: "Book travel", Description: "Flights and hotels"}}}},
-		{ID: "bob-accounts", Owner: bob, Discoverable: true, Card: switchboard.AgentCard{
-			Name: "Bob's accounts desk", Description: "Pays approved invoices", Version: "2.1",
-			Skills: []switchboard.AgentSkill{{ID: "pay", Name: "Pay invoices", Description: "Pays invoices", Tags: []string{"finance"}}}}},
+		{ID: "alice-travel", Owner: alice, Discoverable: true, Card: switchboard.PersonaCard(
+			"Alice's travel agent", "Books trips for Alice", "1.0", "https://hub.example/agents/alice-travel",
+			switchboard.AgentSkill{ID: "book", Name: "Book travel", Description: "Flights and hotels", Tags: []string{"travel"}})},
+		{ID: "bob-accounts", Owner: bob, Discoverable: true, Card: switchboard.PersonaCard(
+			"Bob's accounts desk", "Pays approved invoices", "2.1", "https://hub.example/agents/bob-accounts",
+			switchboard.AgentSkill{ID: "pay", Name: "Pay invoices", Description: "Pays invoices", Tags: []string{"finance"}})},
 	} {
 		if _, err := sb.Publish(ctx, p); err != nil {
 			return err

@@ -1,0 +1,372 @@
+package switchboard
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+)
+
+// AgentCard is an A2A Agent Card (A2A v1.0, specification/a2a.proto), the
+// JSON document an agent announces itself with. The JSON names are those of
+// the v1.0 specification; ParseAgentCard also reads v0.3 cards and maps
+// them. switchboard uses cards for discovery only: all work between agents
+// arrives as todos under a human-approved grant, never as A2A tasks.
+type AgentCard struct {
+	Name                 string                    `json:"name"`
+	Description          string                    `json:"description"`
+	SupportedInterfaces  []AgentInterface          `json:"supportedInterfaces"`
+	Provider             *AgentProvider            `json:"provider,omitempty"`
+	Version              string                    `json:"version"`
+	DocumentationURL     string                    `json:"documentationUrl,omitempty"`
+	Capabilities         AgentCapabilities         `json:"capabilities"`
+	SecuritySchemes      map[string]SecurityScheme `json:"securitySchemes,omitempty"`
+	SecurityRequirements []SecurityRequirement     `json:"securityRequirements,omitempty"`
+	DefaultInputModes    []string                  `json:"defaultInputModes"`
+	DefaultOutputModes   []string                  `json:"defaultOutputModes"`
+	Skills               []AgentSkill              `json:"skills"`
+	Signatures           []AgentCardSignature      `json:"signatures,omitempty"`
+	IconURL              string                    `json:"iconUrl,omitempty"`
+
+	raw []byte // the JSON the card was read from, if it was read
+	v03 bool   // read from a v0.3 card
+}
+
+// AgentInterface is one way to reach an agent: a URL and the protocol
+// binding spoken there.
+type AgentInterface struct {
+	URL             string `json:"url"`
+	ProtocolBinding string `json:"protocolBinding"` // JSONRPC, GRPC, HTTP+JSON, or a URI for a custom binding
+	Tenant          string `json:"tenant,omitempty"`
+	ProtocolVersion string `json:"protocolVersion"`
+}
+
+// AgentProvider is the organisation behind an agent.
+type AgentProvider struct {
+	URL          string `json:"url"`
+	Organization string `json:"organization"`
+}
+
+// AgentCapabilities are the optional A2A features an agent supports. The
+// flags are pointers so that an explicit false is kept apart from absent:
+// the difference is part of a signed card.
+type AgentCapabilities struct {
+	Streaming         *bool            `json:"streaming,omitempty"`
+	PushNotifications *bool            `json:"pushNotifications,omitempty"`
+	Extensions        []AgentExtension `json:"extensions,omitempty"`
+	ExtendedAgentCard *bool            `json:"extendedAgentCard,omitempty"`
+}
+
+// AgentExtension declares a protocol extension the agent supports.
+type AgentExtension struct {
+	URI         string         `json:"uri,omitempty"`
+	Description string         `json:"description,omitempty"`
+	Required    bool           `json:"required,omitempty"`
+	Params      map[string]any `json:"params,omitempty"`
+}
+
+// AgentSkill is one capability an agent advertises.
+type AgentSkill struct {
+	ID                   string                `json:"id"`
+	Name                 string                `json:"name"`
+	Description          string                `json:"description"`
+	Tags                 []string              `json:"tags"`
+	Examples             []string              `json:"examples,omitempty"`
+	InputModes           []string              `json:"inputModes,omitempty"`
+	OutputModes          []string              `json:"outputModes,omitempty"`
+	SecurityRequirements []SecurityRequirement `json:"securityRequirements,omitempty"`
+}
+
+// AgentCardSignature is a detached JWS over the card's canonical form
+// (A2A v1.0 §8.4): the base64url protected header, the base64url
+// signature, and an optional unprotected header.
+type AgentCardSignature struct {
+	Protected string         `json:"protected"`
+	Signature string         `json:"signature"`
+	Header    map[string]any `json:"header,omitempty"`
+}
+
+// SecurityRequirement names security schemes (keys of
+// AgentCard.SecuritySchemes) and the scopes each needs; all must be met.
+type SecurityRequirement struct {
+	Schemes map[string]StringList `json:"schemes,omitempty"`
+}
+
+// StringList is a list of strings (a protobuf wrapper in the A2A schema).
+type StringList struct {
+	List []string `json:"list,omitempty"`
+}
+
+// SecurityScheme is how an agent authenticates its callers. Exactly one
+// field is set.
+type SecurityScheme struct {
+	APIKey        *APIKeySecurityScheme        `json:"apiKeySecurityScheme,omitempty"`
+	HTTPAuth      *HTTPAuthSecurityScheme      `json:"httpAuthSecurityScheme,omitempty"`
+	OAuth2        *OAuth2SecurityScheme        `json:"oauth2SecurityScheme,omitempty"`
+	OpenIDConnect *OpenIDConnectSecurityScheme `json:"openIdConnectSecurityScheme,omitempty"`
+	MutualTLS     *MutualTLSSecurityScheme     `json:"mtlsSecurityScheme,omitempty"`
+}
+
+// APIKeySecurityScheme is an API key sent in a header, query or cookie.
+type APIKeySecurityScheme struct {
+	Description string `json:"description,omitempty"`
+	Location    string `json:"location"`
+	Name        string `json:"name"`
+}
+
+// HTTPAuthSecurityScheme is HTTP authentication (Basic, Bearer, …).
+type HTTPAuthSecurityScheme struct {
+	Description  string `json:"description,omitempty"`
+	Scheme       string `json:"scheme"`
+	BearerFormat string `json:"bearerFormat,omitempty"`
+}
+
+// OAuth2SecurityScheme is OAuth 2.0 with one flow.
+type OAuth2SecurityScheme struct {
+	Description       string     `json:"description,omitempty"`
+	Flows             OAuthFlows `json:"flows"`
+	OAuth2MetadataURL string     `json:"oauth2MetadataUrl,omitempty"`
+}
+
+// OpenIDConnectSecurityScheme is OpenID Connect discovery.
+type OpenIDConnectSecurityScheme struct {
+	Description      string `json:"description,omitempty"`
+	OpenIDConnectURL string `json:"openIdConnectUrl"`
+}
+
+// MutualTLSSecurityScheme is mutual TLS.
+type MutualTLSSecurityScheme struct {
+	Description string `json:"description,omitempty"`
+}
+
+// OAuthFlows holds one OAuth 2.0 flow.
+type OAuthFlows struct {
+	AuthorizationCode *OAuthFlow `json:"authorizationCode,omitempty"`
+	ClientCredentials *OAuthFlow `json:"clientCredentials,omitempty"`
+	Implicit          *OAuthFlow `json:"implicit,omitempty"` // deprecated in A2A v1.0
+	Password          *OAuthFlow `json:"password,omitempty"` // deprecated in A2A v1.0
+	DeviceCode        *OAuthFlow `json:"deviceCode,omitempty"`
+}
+
+// OAuthFlow is one OAuth 2.0 flow's endpoints and scopes; which fields
+// apply depends on the flow.
+type OAuthFlow struct {
+	AuthorizationURL       string            `json:"authorizationUrl,omitempty"`
+	DeviceAuthorizationURL string            `json:"deviceAuthorizationUrl,omitempty"`
+	TokenURL               string            `json:"tokenUrl,omitempty"`
+	RefreshURL             string            `json:"refreshUrl,omitempty"`
+	Scopes                 map[string]string `json:"scopes,omitempty"`
+	PKCERequired           bool              `json:"pkceRequired,omitempty"`
+}
+
+// Raw returns the JSON the card was read from (nil for a card built in
+// Go). Signatures are verified over it, not over a re-encoding.
+func (c AgentCard) Raw() []byte { return bytes.Clone(c.raw) }
+
+// MaxCardBytes is the largest Agent Card switchboard reads or stores.
+const MaxCardBytes = 256 << 10
+
+// ParseAgentCard reads an Agent Card from JSON: a v1.0 card, or a v0.3 card
+// (top-level url, protocolVersion, preferredTransport, additionalInterfaces,
+// security …), which is mapped to v1.0. The input is kept (see Raw) and the
+// card is validated. A card over MaxCardBytes, malformed JSON, or a card
+// missing required fields is ErrInvalidArgument.
+func ParseAgentCard(data []byte) (AgentCard, error) {
+	if len(data) > MaxCardBytes {
+		return AgentCard{}, invalid("agent card is %d bytes, limit %d", len(data), MaxCardBytes)
+	}
+	var probe map[string]json.RawMessage
+	if err := json.Unmarshal(data, &probe); err != nil {
+		return AgentCard{}, invalid("agent card is not a JSON object: %v", err)
+	}
+	var c AgentCard
+	_, hasIfaces := probe["supportedInterfaces"]
+	_, hasURL := probe["url"]
+	if !hasIfaces && hasURL {
+		var old cardV03
+		if err := json.Unmarshal(data, &old); err != nil {
+			return AgentCard{}, invalid("v0.3 agent card: %v", err)
+		}
+		c = old.toV1()
+		c.v03 = true
+	} else if err := json.Unmarshal(data, &c); err != nil {
+		return AgentCard{}, invalid("agent card: %v", err)
+	}
+	c.raw = bytes.Clone(data)
+	if err := c.Validate(); err != nil {
+		return AgentCard{}, err
+	}
+	return c, nil
+}
+
+// Validate checks the fields A2A v1.0 requires — name, description, version,
+// at least one supported interface (url, protocolBinding, protocolVersion),
+// default input and output modes, and for each skill an id, name,
+// description and at least one tag — and that names are clean single-line
+// text.
+func (c AgentCard) Validate() error {
+	var missing []string
+	need := func(ok bool, what string) {
+		if !ok {
+			missing = append(missing, what)
+		}
+	}
+	need(strings.TrimSpace(c.Name) != "", "name")
+	need(strings.TrimSpace(c.Description) != "", "description")
+	need(strings.TrimSpace(c.Version) != "", "version")
+	need(len(c.SupportedInterfaces) > 0, "supportedInterfaces")
+	for i, in := range c.SupportedInterfaces {
+		need(in.URL != "", fmt.Sprintf("supportedInterfaces[%d].url", i))
+		need(in.ProtocolBinding != "", fmt.Sprintf("supportedInterfaces[%d].protocolBinding", i))
+		need(in.ProtocolVersion != "", fmt.Sprintf("supportedInterfaces[%d].protocolVersion", i))
+	}
+	need(len(c.DefaultInputModes) > 0, "defaultInputModes")
+	need(len(c.DefaultOutputModes) > 0, "defaultOutputModes")
+	for i, sk := range c.Skills {
+		need(sk.ID != "", fmt.Sprintf("skills[%d].id", i))
+		need(sk.Name != "", fmt.Sprintf("skills[%d].name", i))
+		need(sk.Description != "", fmt.Sprintf("skills[%d].description", i))
+		need(len(sk.Tags) > 0, fmt.Sprintf("skills[%d].tags", i))
+	}
+	for i, s := range c.Signatures {
+		need(s.Protected != "" && s.Signature != "", fmt.Sprintf("signatures[%d].protected and .signature", i))
+	}
+	if len(missing) > 0 {
+		return invalid("agent card is missing %s", strings.Join(missing, ", "))
+	}
+	if err := checkText("card name", c.Name, 128, false); err != nil {
+		return err
+	}
+	for _, sk := range c.Skills {
+		if err := checkText("skill name", sk.Name, 128, false); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// cardV03 is the v0.3 Agent Card, read only to map it to v1.0.
+type cardV03 struct {
+	ProtocolVersion      string                            `json:"protocolVersion"`
+	Name                 string                            `json:"name"`
+	Description          string                            `json:"description"`
+	URL                  string                            `json:"url"`
+	PreferredTransport   string                            `json:"preferredTransport"`
+	AdditionalInterfaces []struct{ URL, Transport string } `json:"additionalInterfaces"`
+	IconURL              string                            `json:"iconUrl"`
+	Provider             *AgentProvider                    `json:"provider"`
+	Version              string                            `json:"version"`
+	DocumentationURL     string                            `json:"documentationUrl"`
+	Capabilities         struct {
+		Streaming         *bool            `json:"streaming"`
+		PushNotifications *bool            `json:"pushNotifications"`
+		Extensions        []AgentExtension `json:"extensions"`
+	} `json:"capabilities"`
+	SecuritySchemes                   map[string]schemeV03  `json:"securitySchemes"`
+	Security                          []map[string][]string `json:"security"`
+	DefaultInputModes                 []string              `json:"defaultInputModes"`
+	DefaultOutputModes                []string              `json:"defaultOutputModes"`
+	Skills                            []skillV03            `json:"skills"`
+	SupportsAuthenticatedExtendedCard *bool                 `json:"supportsAuthenticatedExtendedCard"`
+	Signatures                        []AgentCardSignature  `json:"signatures"`
+}
+
+type skillV03 struct {
+	ID          string                `json:"id"`
+	Name        string                `json:"name"`
+	Description string                `json:"description"`
+	Tags        []string              `json:"tags"`
+	Examples    []string              `json:"examples"`
+	InputModes  []string              `json:"inputModes"`
+	OutputModes []string              `json:"outputModes"`
+	Security    []map[string][]string `json:"security"`
+}
+
+// schemeV03 is an OpenAPI-style security scheme, tagged by type.
+type schemeV03 struct {
+	Type             string `json:"type"`
+	Description      string `json:"description"`
+	In               string `json:"in"`
+	Name             string `json:"name"`
+	Scheme           string `json:"scheme"`
+	BearerFormat     string `json:"bearerFormat"`
+	OpenIDConnectURL string `json:"openIdConnectUrl"`
+	Flows            struct {
+		AuthorizationCode *OAuthFlow `json:"authorizationCode"`
+		ClientCredentials *OAuthFlow `json:"clientCredentials"`
+		Implicit          *OAuthFlow `json:"implicit"`
+		Password          *OAuthFlow `json:"password"`
+	} `json:"flows"`
+	OAuth2MetadataURL string `json:"oauth2MetadataUrl"`
+}
+
+func requirementsV03(sec []map[string][]string) []SecurityRequirement {
+	var out []SecurityRequirement
+	for _, m := range sec {
+		r := SecurityRequirement{Schemes: map[string]StringList{}}
+		for k, scopes := range m {
+			r.Schemes[k] = StringList{List: scopes}
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+func (o cardV03) toV1() AgentCard {
+	binding := o.PreferredTransport
+	if binding == "" {
+		binding = "JSONRPC"
+	}
+	ver := o.ProtocolVersion
+	if ver == "" {
+		ver = "0.3"
+	}
+	c := AgentCard{
+		Name: o.Name, Description: o.Description, Provider: o.Provider, Version: o.Version,
+		DocumentationURL: o.DocumentationURL, IconURL: o.IconURL,
+		DefaultInputModes: o.DefaultInputModes, DefaultOutputModes: o.DefaultOutputModes,
+		SecurityRequirements: requirementsV03(o.Security), Signatures: o.Signatures,
+		Capabilities: AgentCapabilities{
+			Streaming: o.Capabilities.Streaming, PushNotifications: o.Capabilities.PushNotifications,
+			Extensions: o.Capabilities.Extensions, ExtendedAgentCard: o.SupportsAuthenticatedExtendedCard,
+		},
+	}
+	c.SupportedInterfaces = append(c.SupportedInterfaces, AgentInterface{URL: o.URL, ProtocolBinding: binding, ProtocolVersion: ver})
+	for _, a := range o.AdditionalInterfaces {
+		if a.URL == o.URL && a.Transport == binding {
+			continue // v0.3 cards often repeat the main interface here
+		}
+		c.SupportedInterfaces = append(c.SupportedInterfaces, AgentInterface{URL: a.URL, ProtocolBinding: a.Transport, ProtocolVersion: ver})
+	}
+	if len(o.SecuritySchemes) > 0 {
+		c.SecuritySchemes = map[string]SecurityScheme{}
+		for k, s := range o.SecuritySchemes {
+			var v SecurityScheme
+			switch s.Type {
+			case "apiKey":
+				v.APIKey = &APIKeySecurityScheme{Description: s.Description, Location: s.In, Name: s.Name}
+			case "http":
+				v.HTTPAuth = &HTTPAuthSecurityScheme{Description: s.Description, Scheme: s.Scheme, BearerFormat: s.BearerFormat}
+			case "oauth2":
+				v.OAuth2 = &OAuth2SecurityScheme{Description: s.Description, OAuth2MetadataURL: s.OAuth2MetadataURL, Flows: OAuthFlows{
+					AuthorizationCode: s.Flows.AuthorizationCode, ClientCredentials: s.Flows.ClientCredentials,
+					Implicit: s.Flows.Implicit, Password: s.Flows.Password,
+				}}
+			case "openIdConnect":
+				v.OpenIDConnect = &OpenIDConnectSecurityScheme{Description: s.Description, OpenIDConnectURL: s.OpenIDConnectURL}
+			case "mutualTLS":
+				v.MutualTLS = &MutualTLSSecurityScheme{Description: s.Description}
+			default:
+				continue // unknown scheme types are not carried over
+			}
+			c.SecuritySchemes[k] = v
+		}
+	}
+	for _, s := range o.Skills {
+		c.Skills = append(c.Skills, AgentSkill{
+			ID: s.ID, Name: s.Name, Description: s.Description, Tags: s.Tags, Examples: s.Examples,
+			InputModes: s.InputModes, OutputModes: s.OutputModes, SecurityRequirements: requirementsV03(s.Security),
+		})
+	}
+	return c
+}

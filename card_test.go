@@ -1,0 +1,130 @@
+package switchboard_test
+
+import (
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	sb "github.com/switchboardhq/switchboard"
+)
+
+func readFixture(t *testing.T, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile("testdata/" + name)
+	require.NoError(t, err)
+	return b
+}
+
+// A v1.0 card with every field round-trips: parse, encode, same JSON —
+// including explicit false capabilities, which must not be confused with
+// absent ones.
+func TestAgentCardRoundTripV1(t *testing.T) {
+	raw := readFixture(t, "card-v1.json")
+	c, err := sb.ParseAgentCard(raw)
+	require.NoError(t, err)
+	assert.Equal(t, raw, c.Raw())
+	assert.Equal(t, "Harbour Berth Scheduler", c.Name)
+	require.Len(t, c.SupportedInterfaces, 3)
+	assert.Equal(t, sb.AgentInterface{URL: "https://berths.example.org/a2a/grpc", ProtocolBinding: "GRPC", Tenant: "north-quay", ProtocolVersion: "1.0"}, c.SupportedInterfaces[1])
+	require.NotNil(t, c.Capabilities.PushNotifications)
+	assert.False(t, *c.Capabilities.PushNotifications, "explicit false is kept")
+	require.NotNil(t, c.Capabilities.ExtendedAgentCard)
+	assert.True(t, *c.Capabilities.Streaming)
+	assert.Equal(t, "https://id.port.example.org/.well-known/openid-configuration", c.SecuritySchemes["portid"].OpenIDConnect.OpenIDConnectURL)
+	assert.Equal(t, "X-Port-Key", c.SecuritySchemes["key"].APIKey.Name)
+	assert.Equal(t, []string{"openid", "profile"}, c.SecurityRequirements[0].Schemes["portid"].List)
+	assert.Equal(t, "Berth planner", c.Skills[0].Name)
+	require.Len(t, c.Signatures, 1)
+
+	out, err := json.Marshal(c)
+	require.NoError(t, err)
+	assert.JSONEq(t, string(raw), string(out))
+
+	// A card without the optional flags encodes none of them.
+	bare := strings.Replace(string(raw), `"pushNotifications": false,`, "", 1)
+	c2, err := sb.ParseAgentCard([]byte(bare))
+	require.NoError(t, err)
+	assert.Nil(t, c2.Capabilities.PushNotifications)
+	out, err = json.Marshal(c2)
+	require.NoError(t, err)
+	assert.NotContains(t, string(out), "pushNotifications")
+}
+
+// A v0.3 card is read and mapped to v1.0.
+func TestAgentCardReadsV03(t *testing.T) {
+	raw := readFixture(t, "card-v03.json")
+	c, err := sb.ParseAgentCard(raw)
+	require.NoError(t, err)
+	assert.Equal(t, raw, c.Raw())
+	assert.Equal(t, []sb.AgentInterface{
+		{URL: "https://invoices.example.net/a2a", ProtocolBinding: "JSONRPC", ProtocolVersion: "0.3.0"},
+		{URL: "https://invoices.example.net/grpc", ProtocolBinding: "GRPC", ProtocolVersion: "0.3.0"},
+	}, c.SupportedInterfaces)
+	assert.True(t, *c.Capabilities.ExtendedAgentCard, "supportsAuthenticatedExtendedCard")
+	assert.False(t, *c.Capabilities.Streaming)
+	assert.Equal(t, "https://id.example.net/.well-known/openid-configuration", c.SecuritySchemes["oidc"].OpenIDConnect.OpenIDConnectURL)
+	assert.Equal(t, &sb.APIKeySecurityScheme{Location: "header", Name: "X-Key"}, c.SecuritySchemes["apikey"].APIKey)
+	assert.Equal(t, []string{"openid", "email"}, c.SecurityRequirements[0].Schemes["oidc"].List)
+	assert.Contains(t, c.Skills[0].SecurityRequirements[0].Schemes, "apikey")
+
+	// Encoding gives the v1.0 form.
+	out, err := json.Marshal(c)
+	require.NoError(t, err)
+	assert.Contains(t, string(out), `"supportedInterfaces"`)
+	assert.NotContains(t, string(out), `"preferredTransport"`)
+	again, err := sb.ParseAgentCard(out)
+	require.NoError(t, err)
+	assert.Equal(t, c.SupportedInterfaces, again.SupportedInterfaces)
+}
+
+func TestAgentCardRejectsBadInput(t *testing.T) {
+	raw := string(readFixture(t, "card-v1.json"))
+	for _, tc := range []struct {
+		name, card, want string
+	}{
+		{"not JSON", "{", "not a JSON object"},
+		{"an array", "[]", "not a JSON object"},
+		{"no name", strings.Replace(raw, `"name": "Harbour Berth Scheduler",`, "", 1), "missing name"},
+		{"no interfaces", strings.Replace(raw, `"supportedInterfaces": [`, `"supportedInterfaces": [], "x": [`, 1), "supportedInterfaces"},
+		{"interface without url", strings.Replace(raw, `"url": "https://berths.example.org/a2a/v1", `, "", 1), "supportedInterfaces[0].url"},
+		{"no output modes", strings.Replace(raw, `"defaultOutputModes": ["application/json", "text/html"],`, "", 1), "defaultOutputModes"},
+		{"skill without tags", strings.Replace(raw, `"tags": ["port", "reporting"]`, `"tags": []`, 1), "skills[1].tags"},
+		{"wrong type", strings.Replace(raw, `"version": "3.4.1"`, `"version": 3`, 1), "agent card"},
+		{"control character in name", strings.Replace(raw, `Harbour Berth`, `Harbour\u202eBerth`, 1), "control character"},
+		{"over 256 KiB", raw[:len(raw)-2] + `, "pad": "` + strings.Repeat("x", 256<<10) + `"}`, "limit"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := sb.ParseAgentCard([]byte(tc.card))
+			require.ErrorIs(t, err, sb.ErrInvalidArgument)
+			assert.Contains(t, err.Error(), tc.want)
+		})
+	}
+}
+
+// A persona's card advertises discovery only.
+func TestPersonaCardAdvertisesDiscoveryOnly(t *testing.T) {
+	eachBackend(t, func(t *testing.T, h *harness) {
+		c := card("x")
+		c.SupportedInterfaces[0].ProtocolBinding = "JSONRPC"
+		_, err := h.sb.Publish(ctx, sb.Persona{ID: "x", Owner: h.alice, Card: c})
+		require.ErrorIs(t, err, sb.ErrInvalidArgument)
+		assert.Contains(t, err.Error(), sb.BindingSwitchboard)
+		c = card("x")
+		yes := true
+		c.Capabilities.PushNotifications = &yes
+		_, err = h.sb.Publish(ctx, sb.Persona{ID: "x", Owner: h.alice, Card: c})
+		require.ErrorIs(t, err, sb.ErrInvalidArgument)
+		no := false
+		c.Capabilities.PushNotifications = &no
+		_, err = h.sb.Publish(ctx, sb.Persona{ID: "x", Owner: h.alice, Card: c, Discoverable: true})
+		require.NoError(t, err)
+		l, err := h.sb.Lookup(ctx, "x")
+		require.NoError(t, err)
+		require.NotNil(t, l.Card.Capabilities.PushNotifications, "explicit false survives the store")
+		assert.False(t, *l.Card.Capabilities.PushNotifications)
+	})
+}
