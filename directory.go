@@ -110,23 +110,54 @@ func (s *Switchboard) Publish(ctx context.Context, p Persona) (Persona, error) {
 	return p, nil
 }
 
-// Lookup resolves a persona id in the local directory. Only discoverable
-// personas resolve; an unknown and an undiscoverable id are the same
-// ErrNotFound.
+// Lookup resolves id in the configured directories, in order, and returns
+// the first listing found: one card, and nothing about its owner, friends or
+// queues. An id no directory resolves is ErrNotFound — the same for an
+// unknown and an undiscoverable persona.
 func (s *Switchboard) Lookup(ctx context.Context, id string) (Listing, error) {
-	var l Listing
-	err := s.view(ctx, func(t *txn) error {
-		p, err := t.discoverable(id)
-		if err != nil {
-			return err
-		}
-		l = Listing{ID: p.ID, Card: p.Card}
-		return nil
-	})
+	l, err := s.resolve(ctx, id)
 	if err != nil {
 		return Listing{}, fmt.Errorf("switchboard: lookup: %w", err)
 	}
 	return l, nil
+}
+
+// resolve walks the directories. Any failure to resolve is the one plain
+// not-found error, so nothing distinguishes why.
+func (s *Switchboard) resolve(ctx context.Context, id string) (Listing, error) {
+	for _, d := range s.dirs {
+		l, err := d.Lookup(ctx, id)
+		if err == nil {
+			return l, nil
+		}
+		if cerr := ctx.Err(); cerr != nil {
+			return Listing{}, cerr
+		}
+		if !isNotFound(err) {
+			return Listing{}, err // a store failure, not an answer
+		}
+	}
+	return Listing{}, notFound("persona")
+}
+
+// Search runs q against every configured directory and returns at most
+// q.Limit listings (default 20, at most 100), in directory order.
+func (s *Switchboard) Search(ctx context.Context, q Query) ([]Listing, error) {
+	if err := q.normalize(); err != nil {
+		return nil, fmt.Errorf("switchboard: search: %w", err)
+	}
+	var out []Listing
+	for _, d := range s.dirs {
+		ls, err := d.Search(ctx, Query{Tag: q.Tag, Name: q.Name, Limit: q.Limit - len(out)})
+		if err != nil {
+			return nil, fmt.Errorf("switchboard: search: %w", err)
+		}
+		out = append(out, ls...)
+		if len(out) >= q.Limit {
+			break
+		}
+	}
+	return out, nil
 }
 
 func (t *txn) persona(id string) (*Persona, error) {

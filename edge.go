@@ -155,6 +155,11 @@ func (s *Switchboard) Request(ctx context.Context, r FriendRequest) (Edge, error
 	if err != nil {
 		return fail(err)
 	}
+	// The target is resolved after the token is verified, so an unknown, an
+	// undiscoverable and a blocking target cost the requester the same.
+	if _, err := s.resolve(ctx, r.To); err != nil {
+		return fail(err)
+	}
 	var out Edge
 	err = s.update(ctx, func(t *txn) error {
 		from, err := t.persona(r.From)

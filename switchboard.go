@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/switchboardhq/switchboard/store"
@@ -64,6 +65,12 @@ type Config struct {
 	// the todo ended. Default 24 hours.
 	DedupRetention time.Duration
 
+	// Directories are the only places a friend request's target is looked
+	// up, in order. Default: NewLocalDirectory over the Switchboard's store.
+	// A target must resolve in one of them and be a discoverable persona
+	// published in the store (whose human can approve).
+	Directories []Directory
+
 	// Quotas bound friend requests per human; see Quotas for the defaults.
 	Quotas Quotas
 
@@ -110,6 +117,7 @@ type Switchboard struct {
 	oidc   *verifier
 	limits Limits
 	quotas Quotas
+	dirs   []Directory
 	wake   waker
 }
 
@@ -177,7 +185,16 @@ func New(st store.Store, cfg *Config) (*Switchboard, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Switchboard{st: st, cfg: c, now: c.Clock.Now, oidc: v, limits: l, quotas: c.Quotas.withDefaults()}, nil
+	dirs := slices.Clone(c.Directories)
+	if len(dirs) == 0 {
+		dirs = []Directory{NewLocalDirectory(st)}
+	}
+	for _, d := range dirs {
+		if d == nil {
+			return nil, invalid("nil directory in Config.Directories")
+		}
+	}
+	return &Switchboard{st: st, cfg: c, now: c.Clock.Now, oidc: v, limits: l, quotas: c.Quotas.withDefaults(), dirs: dirs}, nil
 }
 
 // Table names. Keys inside them are described where they are written.
