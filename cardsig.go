@@ -13,10 +13,6 @@ import (
 	"github.com/gowebpki/jcs"
 )
 
-// ErrCardSignature: an Agent Card's signatures do not verify against the
-// keys the directory trusts, or a signature is required and there is none.
-var ErrCardSignature = errors.New("agent card signature rejected")
-
 // CardPolicy says what a directory does with Agent Card signatures.
 type CardPolicy int
 

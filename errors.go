@@ -39,6 +39,10 @@ var (
 	// persona id owned by another human, or a second pending request in the
 	// same direction with a different scope.
 	ErrConflict = errors.New("conflict")
+	// ErrCardSignature: an Agent Card's signatures do not verify against the
+	// keys the directory trusts, or a signature is required and there is
+	// none.
+	ErrCardSignature = errors.New("agent card signature rejected")
 	// ErrQuotaExceeded: a friend request would go over a count limit (live
 	// edges of the requesting human, pending requests waiting for the
 	// target human). The error is a *RetryError.
