@@ -53,3 +53,34 @@ func BenchmarkClaimComplete(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkRequest measures one friend request per op — token verification
+// (RS256), directory resolution, the anti-spam checks and the transaction
+// that stores the edge and the approval — with the default quotas and each
+// request from a new human, so no limit refuses. Token minting is excluded.
+func BenchmarkRequest(b *testing.B) {
+	for _, be := range backends {
+		b.Run(be.name, func(b *testing.B) {
+			st := be.open(b)
+			defer st.Close()
+			h := newHarness(b, st)
+			reqs := make([]sb.FriendRequest, b.N)
+			for i := range reqs {
+				hu := h.iss.Human(fmt.Sprintf("u%d", i))
+				id := fmt.Sprintf("u%d-bot", i)
+				h.publish(hu, id, true)
+				to := fmt.Sprintf("t%d", i%200) // 200 targets: each stays under its pending cap
+				if i < 200 {
+					h.publish(h.iss.Human(fmt.Sprintf("owner%d", i)), to, true)
+				}
+				reqs[i] = sb.FriendRequest{From: id, To: to, Scope: inboxCreate, Why: "hi", IDToken: h.token(hu, id, to, inboxCreate, "hi")}
+			}
+			b.ResetTimer()
+			for i := range reqs {
+				if _, err := h.sb.Request(ctx, reqs[i]); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
