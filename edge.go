@@ -156,9 +156,13 @@ func (s *Switchboard) Request(ctx context.Context, r FriendRequest) (Edge, error
 		return fail(err)
 	}
 	// The target is resolved after the token is verified, so an unknown, an
-	// undiscoverable and a blocking target cost the requester the same.
-	if _, err := s.resolve(ctx, r.To); err != nil {
-		return fail(err)
+	// undiscoverable and a blocking target cost the requester the same. When
+	// the store's own directory is configured, the transaction's
+	// discoverable check below is that resolution: no extra read.
+	if !s.localDir {
+		if _, err := s.resolve(ctx, r.To); err != nil {
+			return fail(err)
+		}
 	}
 	var out Edge
 	err = s.update(ctx, func(t *txn) error {

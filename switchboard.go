@@ -118,7 +118,10 @@ type Switchboard struct {
 	limits Limits
 	quotas Quotas
 	dirs   []Directory
-	wake   waker
+	// localDir: one of dirs is the local directory of st, so a persona in
+	// st that is discoverable resolves without asking the others.
+	localDir bool
+	wake     waker
 }
 
 // New returns a Switchboard over st. The caller keeps ownership of st and
@@ -189,12 +192,16 @@ func New(st store.Store, cfg *Config) (*Switchboard, error) {
 	if len(dirs) == 0 {
 		dirs = []Directory{NewLocalDirectory(st)}
 	}
+	local := false
 	for _, d := range dirs {
 		if d == nil {
 			return nil, invalid("nil directory in Config.Directories")
 		}
+		if ld, ok := d.(localDirectory); ok && sameStore(ld.st, st) {
+			local = true
+		}
 	}
-	return &Switchboard{st: st, cfg: c, now: c.Clock.Now, oidc: v, limits: l, quotas: c.Quotas.withDefaults(), dirs: dirs}, nil
+	return &Switchboard{st: st, cfg: c, now: c.Clock.Now, oidc: v, limits: l, quotas: c.Quotas.withDefaults(), dirs: dirs, localDir: local}, nil
 }
 
 // Table names. Keys inside them are described where they are written.
@@ -362,6 +369,17 @@ func fromTimeKey(k string) time.Time {
 const sep = "\x00"
 
 func isClosed(err error) bool { return errors.Is(err, ErrClosed) }
+
+// sameStore reports whether a and b are the same store value; stores of
+// types that cannot be compared are never the same.
+func sameStore(a, b store.Store) (same bool) {
+	defer func() {
+		if recover() != nil {
+			same = false
+		}
+	}()
+	return a == b
+}
 
 // Clock is a source of time. The system clock is the default; a test clock
 // lets tests move time forward without sleeping.
