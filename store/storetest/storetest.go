@@ -358,6 +358,79 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store, opts ...Option) 
 		}
 	})
 
+	// Concurrent updates that fail or panic are undone alone: the others'
+	// writes land, theirs do not, and each caller gets its own outcome.
+	t.Run("ConcurrentFailuresAreIsolated", func(t *testing.T) {
+		s := open(t)
+		const n = 64
+		boom := errors.New("boom")
+		var wg sync.WaitGroup
+		results := make([]error, n)
+		panicked := make([]bool, n)
+		for i := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer func() {
+					if recover() != nil {
+						panicked[i] = true
+					}
+				}()
+				results[i] = s.Update(ctx, func(tx store.Tx) error {
+					n := counter(tx, "total")
+					if err := tx.Put("c", []byte("total"), u64(n+1)); err != nil {
+						return err
+					}
+					if err := tx.Put("k", []byte(fmt.Sprintf("key-%02d", i)), []byte("v")); err != nil {
+						return err
+					}
+					switch i % 3 {
+					case 0:
+						return boom
+					case 1:
+						panic("boom")
+					}
+					return nil
+				})
+			}()
+		}
+		wg.Wait()
+		want := 0
+		for i := range n {
+			switch i % 3 {
+			case 0:
+				if !errors.Is(results[i], boom) || panicked[i] {
+					t.Fatalf("update %d: got %v, panicked %v; want its own error", i, results[i], panicked[i])
+				}
+			case 1:
+				if !panicked[i] {
+					t.Fatalf("update %d: the panic did not reach its caller (got %v)", i, results[i])
+				}
+			default:
+				want++
+				if results[i] != nil || panicked[i] {
+					t.Fatalf("update %d: got %v, panicked %v; want success", i, results[i], panicked[i])
+				}
+			}
+		}
+		var total uint64
+		var keys []string
+		_ = s.View(ctx, func(tx store.Tx) error {
+			total = counter(tx, "total")
+			return tx.Scan("k", nil, nil, func(k, _ []byte) bool { keys = append(keys, string(k)); return true })
+		})
+		if int(total) != want || len(keys) != want {
+			t.Fatalf("total = %d and %d keys after %d successful updates", total, len(keys), want)
+		}
+		for _, k := range keys {
+			var i int
+			_, _ = fmt.Sscanf(k, "key-%d", &i)
+			if i%3 != 2 {
+				t.Fatalf("key %s from a failed update was stored", k)
+			}
+		}
+	})
+
 	t.Run("CancelledContextRunsNothing", func(t *testing.T) {
 		s := open(t)
 		cctx, cancel := context.WithCancel(ctx)

@@ -1,0 +1,139 @@
+// Package overlay buffers one transaction's writes over a base store.Tx, so
+// that a function can run against a shared write transaction and be undone
+// alone: its reads see the base plus its own writes, and nothing reaches the
+// base until Apply.
+package overlay
+
+import (
+	"bytes"
+	"slices"
+
+	"github.com/switchboardhq/switchboard/store"
+)
+
+// Tx is a store.Tx whose writes are buffered until Apply.
+type Tx struct {
+	base store.Tx
+	// writes per table; a nil value is a deletion.
+	writes map[string]map[string][]byte
+}
+
+var _ store.Tx = (*Tx)(nil)
+
+// New returns an overlay over base.
+func New(base store.Tx) *Tx { return &Tx{base: base, writes: map[string]map[string][]byte{}} }
+
+// Get returns the overlay's value for key, else the base's.
+func (t *Tx) Get(table string, key []byte) ([]byte, error) {
+	if v, ok := t.writes[table][string(key)]; ok {
+		if v == nil {
+			return nil, store.ErrNotFound
+		}
+		return bytes.Clone(v), nil
+	}
+	return t.base.Get(table, key)
+}
+
+func (t *Tx) set(table string, key, v []byte) {
+	w := t.writes[table]
+	if w == nil {
+		w = map[string][]byte{}
+		t.writes[table] = w
+	}
+	w[string(key)] = v
+}
+
+// Put buffers a write.
+func (t *Tx) Put(table string, key, value []byte) error {
+	if len(key) == 0 {
+		return store.ErrEmptyKey
+	}
+	v := make([]byte, len(value)) // non-nil even when empty: nil marks deletion
+	copy(v, value)
+	t.set(table, key, v)
+	return nil
+}
+
+// Delete buffers a deletion.
+func (t *Tx) Delete(table string, key []byte) error {
+	t.set(table, key, nil)
+	return nil
+}
+
+// Scan merges the base's keys in [start, end) with the overlay's, in key
+// order, the overlay winning.
+func (t *Tx) Scan(table string, start, end []byte, fn func(k, v []byte) bool) error {
+	w := t.writes[table]
+	var mine []string
+	for k := range w {
+		if (start == nil || k >= string(start)) && (end == nil || k < string(end)) {
+			mine = append(mine, k)
+		}
+	}
+	slices.Sort(mine)
+	i, stopped := 0, false
+	// emit sends the overlay's keys below limit (all of them if limit is
+	// nil); it reports whether to go on.
+	emit := func(limit []byte) bool {
+		for ; i < len(mine) && (limit == nil || mine[i] < string(limit)); i++ {
+			if v := w[mine[i]]; v != nil && !fn([]byte(mine[i]), bytes.Clone(v)) {
+				i++
+				return false
+			}
+		}
+		return true
+	}
+	err := t.base.Scan(table, start, end, func(k, v []byte) bool {
+		if !emit(k) {
+			stopped = true
+			return false
+		}
+		if i < len(mine) && mine[i] == string(k) {
+			ov := w[mine[i]]
+			i++
+			if ov == nil {
+				return true // deleted here
+			}
+			v = bytes.Clone(ov)
+		}
+		if !fn(k, v) {
+			stopped = true
+			return false
+		}
+		return true
+	})
+	if err != nil || stopped {
+		return err
+	}
+	emit(nil)
+	return nil
+}
+
+// Apply writes the buffered writes to dst, in table and key order.
+func (t *Tx) Apply(dst store.Tx) error {
+	tables := make([]string, 0, len(t.writes))
+	for name := range t.writes {
+		tables = append(tables, name)
+	}
+	slices.Sort(tables)
+	for _, name := range tables {
+		w := t.writes[name]
+		keys := make([]string, 0, len(w))
+		for k := range w {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			var err error
+			if v := w[k]; v == nil {
+				err = dst.Delete(name, []byte(k))
+			} else {
+				err = dst.Put(name, []byte(k), v)
+			}
+			if err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,62 @@
+package overlay_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/switchboardhq/switchboard/store"
+	"github.com/switchboardhq/switchboard/store/internal/overlay"
+	"github.com/switchboardhq/switchboard/store/memory"
+)
+
+// The memory store runs every Update through an overlay, so its
+// conformance suite (store/memory) covers the overlay's reads, scans and
+// undo; this test adds the merge cases one by one.
+
+// Scans merge base and overlay keys at every position, with deletions and
+// early stops.
+func TestOverlayScanMerge(t *testing.T) {
+	s := memory.New()
+	ctx := context.Background()
+	err := s.Update(ctx, func(tx store.Tx) error {
+		for _, k := range []string{"b", "d", "f", "h"} {
+			if err := tx.Put("t", []byte(k), []byte("base-"+k)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = s.Update(ctx, func(base store.Tx) error {
+		ov := overlay.New(base)
+		_ = ov.Put("t", []byte("a"), []byte("ov-a"))
+		_ = ov.Put("t", []byte("d"), []byte("ov-d")) // shadows base
+		_ = ov.Delete("t", []byte("f"))
+		_ = ov.Put("t", []byte("g"), []byte("ov-g"))
+		_ = ov.Put("t", []byte("z"), []byte("ov-z"))
+		var got []string
+		_ = ov.Scan("t", nil, nil, func(k, v []byte) bool { got = append(got, string(k)+"="+string(v)); return true })
+		want := []string{"a=ov-a", "b=base-b", "d=ov-d", "g=ov-g", "h=base-h", "z=ov-z"}
+		if len(got) != len(want) {
+			t.Fatalf("scan = %v, want %v", got, want)
+		}
+		for i := range want {
+			if got[i] != want[i] {
+				t.Fatalf("scan = %v, want %v", got, want)
+			}
+		}
+		got = nil
+		_ = ov.Scan("t", []byte("c"), []byte("h"), func(k, _ []byte) bool { got = append(got, string(k)); return len(got) < 2 })
+		if len(got) != 2 || got[0] != "d" || got[1] != "g" {
+			t.Fatalf("bounded scan stopping after two = %v, want [d g]", got)
+		}
+		got = nil
+		_ = ov.Scan("t", nil, nil, func(k, _ []byte) bool { got = append(got, string(k)); return false })
+		if len(got) != 1 || got[0] != "a" {
+			t.Fatalf("scan stopping at once = %v", got)
+		}
+		return nil
+	})
+}
