@@ -2,9 +2,11 @@ package switchboard_test
 
 import (
 	"fmt"
+	"path/filepath"
 	"testing"
 
 	sb "github.com/switchboardhq/switchboard"
+	"github.com/switchboardhq/switchboard/store/bolt"
 )
 
 // BenchmarkCreateFor measures one CreateFor (one transaction, one fsync on
@@ -81,6 +83,35 @@ func BenchmarkRequest(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
+		})
+	}
+}
+
+// BenchmarkCreateForParallel measures CreateFor from 16 concurrent callers:
+// bbolt's group commit against one commit per Update, in one run.
+func BenchmarkCreateForParallel(b *testing.B) {
+	for _, mode := range []struct {
+		name string
+		opts *bolt.Options
+	}{{"bolt-group-commit", nil}, {"bolt-commit-each", &bolt.Options{CommitEachUpdate: true}}} {
+		b.Run(mode.name, func(b *testing.B) {
+			st, err := bolt.Open(filepath.Join(b.TempDir(), "sb.db"), mode.opts)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer st.Close()
+			h := newHarness(b, st)
+			_, cred := h.friend(h.alice, h.bob, "alice-bot", "bob-desk", inboxCreate)
+			b.SetParallelism(8) // 8 × GOMAXPROCS(2) = 16 callers
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if _, _, err := h.sb.CreateFor(ctx, cred, "inbox", sb.NewTodo{Kind: "k", Payload: make([]byte, 256)}); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
 		})
 	}
 }

@@ -1,9 +1,23 @@
 // Package bolt is the default switchboard store: a single bbolt file.
 //
-// Each table is a top-level bucket, created by its first Put. Every Update is
-// one bbolt read-write transaction, committed with fsync before Update
-// returns. bbolt allows one writer at a time and any number of readers, each
-// reading a consistent snapshot.
+// Each table is a top-level bucket, created by its first Put. bbolt allows
+// one writer at a time and any number of readers, each reading a consistent
+// snapshot.
+//
+// # Group commit
+//
+// A bbolt commit costs an fsync (about a millisecond), so one transaction per
+// Update would cap a store near a thousand writes a second. Instead, Update
+// calls that arrive while a commit is in progress are queued, and the next
+// commit runs them back to back inside one read-write transaction: each
+// function writes into its own overlay (so it sees the writes of those before
+// it, and its own), which is applied only if it returns nil — a function that
+// fails or panics is undone alone. One fsync then makes the whole batch
+// durable, and every caller returns after it. Functions run one at a time, so
+// the result is the same as running them serially. If the batch cannot be
+// committed, each function is run again in a transaction of its own (the
+// store contract allows a function to run more than once).
+// Options.CommitEachUpdate turns this off.
 package bolt
 
 import (
@@ -12,12 +26,15 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
+	"sync"
 	"time"
 
 	bbolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
 
 	"github.com/switchboardhq/switchboard/store"
+	"github.com/switchboardhq/switchboard/store/internal/overlay"
 )
 
 // Options configures Open. A nil *Options means the defaults.
@@ -27,11 +44,32 @@ type Options struct {
 	Timeout time.Duration
 	// Mode is the permission of a newly created file. Zero means 0600.
 	Mode os.FileMode
+	// CommitEachUpdate commits every Update in a transaction of its own
+	// instead of grouping concurrent ones (see Group commit).
+	CommitEachUpdate bool
+	// MaxBatch bounds how many Update calls one commit groups. Zero means
+	// 256.
+	MaxBatch int
 }
 
 // Store is a bbolt-backed store.
 type Store struct {
-	db *bbolt.DB
+	db       *bbolt.DB
+	each     bool
+	maxBatch int
+
+	mu      sync.Mutex
+	queue   []*call
+	leading bool // a goroutine is committing batches
+}
+
+// call is one queued Update.
+type call struct {
+	ctx   context.Context
+	fn    func(store.Tx) error
+	err   error
+	panic any
+	done  chan struct{}
 }
 
 var _ store.Store = (*Store)(nil)
@@ -54,7 +92,10 @@ func Open(path string, opts *Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bolt: open %s: %w", path, err)
 	}
-	return &Store{db: db}, nil
+	if o.MaxBatch <= 0 {
+		o.MaxBatch = 256
+	}
+	return &Store{db: db, each: o.CommitEachUpdate, maxBatch: o.MaxBatch}, nil
 }
 
 // Path returns the file the store was opened on.
@@ -68,13 +109,110 @@ func (s *Store) View(ctx context.Context, fn func(store.Tx) error) error {
 	return mapErr(s.db.View(func(btx *bbolt.Tx) error { return fn(&tx{btx: btx}) }))
 }
 
-// Update runs fn in a bbolt read-write transaction and commits iff fn
-// returns nil.
+// Update runs fn in a read-write transaction — grouped with concurrent
+// Updates, see Group commit — and returns after fn's writes are durable, or
+// fn's error with nothing written. A panic in fn is re-raised in the caller's
+// goroutine, with nothing written.
 func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("bolt: update: %w", err)
 	}
+	if s.each {
+		return s.alone(fn)
+	}
+	c := &call{ctx: ctx, fn: fn, done: make(chan struct{})}
+	s.mu.Lock()
+	s.queue = append(s.queue, c)
+	lead := !s.leading
+	s.leading = true
+	s.mu.Unlock()
+	if lead {
+		s.lead()
+	}
+	<-c.done
+	if c.panic != nil {
+		panic(c.panic)
+	}
+	return c.err
+}
+
+// alone runs fn in a bbolt transaction of its own.
+func (s *Store) alone(fn func(store.Tx) error) error {
 	return mapErr(s.db.Update(func(btx *bbolt.Tx) error { return fn(&tx{btx: btx}) }))
+}
+
+// lead commits the next batch. The goroutine that found no leader runs it
+// and returns once its own call is done; later arrivals are handed to a new
+// goroutine, so no caller waits on batches after the one it joined.
+func (s *Store) lead() {
+	s.mu.Lock()
+	n := min(len(s.queue), s.maxBatch)
+	batch := slices.Clone(s.queue[:n])
+	s.queue = slices.Delete(s.queue, 0, n)
+	s.mu.Unlock()
+	s.commit(batch)
+	s.mu.Lock()
+	more := len(s.queue) > 0
+	s.leading = more
+	s.mu.Unlock()
+	if more {
+		go s.lead()
+	}
+}
+
+// commit runs batch in one transaction and releases every caller.
+func (s *Store) commit(batch []*call) {
+	defer func() {
+		for _, c := range batch {
+			close(c.done)
+		}
+	}()
+	if len(batch) == 1 {
+		c := batch[0]
+		c.err = s.run(c, func() error { return s.alone(c.fn) })
+		return
+	}
+	err := s.db.Update(func(btx *bbolt.Tx) error {
+		base := &tx{btx: btx}
+		for _, c := range batch {
+			if err := c.ctx.Err(); err != nil {
+				c.err = fmt.Errorf("bolt: update: %w", err)
+				continue
+			}
+			ov := overlay.New(base)
+			if c.err = s.run(c, func() error { return c.fn(ov) }); c.err != nil || c.panic != nil {
+				continue // undone alone: its overlay is dropped
+			}
+			if err := ov.Apply(base); err != nil {
+				return err // the transaction is half-applied: give it up
+			}
+		}
+		return nil
+	})
+	if err == nil {
+		return
+	}
+	// The batch did not commit, so every outcome in it was computed over
+	// writes that never landed: run each function again, alone.
+	for _, c := range batch {
+		c.err, c.panic = nil, nil
+		if err := c.ctx.Err(); err != nil {
+			c.err = fmt.Errorf("bolt: update: %w", err)
+			continue
+		}
+		c.err = s.run(c, func() error { return s.alone(c.fn) })
+	}
+}
+
+// run calls f, keeping a panic for the caller's goroutine.
+func (s *Store) run(c *call, f func() error) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			c.panic = p
+			err = nil
+		}
+	}()
+	return mapErr(f())
 }
 
 // Close closes the file, waiting for transactions in flight.

@@ -1,7 +1,12 @@
 package bolt_test
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 
 	"github.com/switchboardhq/switchboard/store"
@@ -9,10 +14,10 @@ import (
 	"github.com/switchboardhq/switchboard/store/storetest"
 )
 
-func TestConformance(t *testing.T) {
+func conformance(t *testing.T, opts *bolt.Options) {
 	open := func(t *testing.T, path string) store.Store {
 		t.Helper()
-		s, err := bolt.Open(path, nil)
+		s, err := bolt.Open(path, opts)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -29,8 +34,56 @@ func TestConformance(t *testing.T) {
 		}))
 }
 
+func TestConformance(t *testing.T) { conformance(t, nil) }
+
+func TestConformanceCommitEachUpdate(t *testing.T) {
+	conformance(t, &bolt.Options{CommitEachUpdate: true})
+}
+
 func TestOpenRefusesBadPath(t *testing.T) {
 	if _, err := bolt.Open(filepath.Join(t.TempDir(), "missing-dir", "sb.db"), nil); err == nil {
 		t.Fatal("open in a missing directory succeeded")
+	}
+}
+
+// A write bbolt refuses only when it is applied (a key over its 32 KiB
+// limit) spoils a grouped commit; every other update in that batch is run
+// again alone and lands, and only the bad one fails.
+func TestBatchWithAnUnwritableKey(t *testing.T) {
+	s, err := bolt.Open(filepath.Join(t.TempDir(), "sb.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	const n = 32
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			key := fmt.Sprintf("k%02d", i)
+			if i == 7 {
+				key = strings.Repeat("x", 40<<10)
+			}
+			errs[i] = s.Update(ctx, func(tx store.Tx) error { return tx.Put("t", []byte(key), []byte("v")) })
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if (i == 7) != (err != nil) {
+			t.Fatalf("update %d: err = %v", i, err)
+		}
+	}
+	count := 0
+	_ = s.View(ctx, func(tx store.Tx) error {
+		return tx.Scan("t", nil, nil, func(_, _ []byte) bool { count++; return true })
+	})
+	if count != n-1 {
+		t.Fatalf("%d keys stored, want %d", count, n-1)
+	}
+	if err := s.Update(ctx, func(tx store.Tx) error { return errors.New("still usable") }); err == nil || err.Error() != "still usable" {
+		t.Fatalf("store unusable after the failed batch: %v", err)
 	}
 }
