@@ -176,6 +176,9 @@ func TestPendingPerTargetCapAndExpiry(t *testing.T) {
 		// Expiry: gone from the approvals queue at once, expired by Reap.
 		h.clock.Advance(7*24*time.Hour + time.Second)
 		assert.Equal(t, 0, pendingCount(t, h, h.bob), "lapsed requests are not shown")
+		lapsed, err := h.sb.Edge(ctx, h.bob, edges[1].ID)
+		require.NoError(t, err)
+		assert.Equal(t, sb.EdgeExpired, lapsed.State, "a lapsed request reads as expired before Reap")
 		st, err := h.sb.Reap(ctx)
 		require.NoError(t, err)
 		assert.Equal(t, 2, st.EdgesExpired)

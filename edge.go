@@ -403,7 +403,8 @@ func (s *Switchboard) settle(ctx context.Context, op string, human Human, edgeID
 }
 
 // Edge returns an edge to a human on either side of it; to anyone else it
-// is ErrNotFound.
+// is ErrNotFound. A pending request past its expiry reads as expired even
+// before Reap has recorded it.
 func (s *Switchboard) Edge(ctx context.Context, human Human, edgeID string) (Edge, error) {
 	var out Edge
 	err := s.view(ctx, func(t *txn) error {
@@ -415,6 +416,10 @@ func (s *Switchboard) Edge(ctx context.Context, human Human, edgeID string) (Edg
 			return notFound("edge")
 		}
 		out = e.Edge
+		if out.State == EdgePending && !t.now.Before(out.ExpiresAt) {
+			// Lapsed; Reap (or the next request) will record it.
+			out.State = EdgeExpired
+		}
 		return nil
 	})
 	if err != nil {
