@@ -3,8 +3,11 @@ package switchboard_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math/rand/v2"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -445,14 +448,17 @@ func TestConcurrentDrainExactlyOnce(t *testing.T) {
 			_, _, err := h.sb.CreateFor(ctx, friend, "inbox", sb.NewTodo{Kind: "k", MaxAttempts: 100, DedupKey: fmt.Sprint(i)})
 			require.NoError(t, err)
 		}
-		type live struct {
-			token string
-			exp   time.Time
+		// Every lease granted, by todo and attempt. Workers record after
+		// their calls return, so records may arrive out of order; the checks
+		// run at the end, over attempt order, which is commit order.
+		type grant struct {
+			token    string
+			from, to time.Time
 		}
 		var mu sync.Mutex
-		leases := map[string]live{}
-		done := map[string]int{}
-		var violations []string
+		leases := map[string]map[int]grant{}
+		completed := map[string][]int{} // todo → attempts that completed it
+		var finished atomic.Int64
 		const lease = time.Minute
 		// A bound on wall time so a liveness bug fails the test instead of
 		// hanging it.
@@ -472,47 +478,49 @@ func TestConcurrentDrainExactlyOnce(t *testing.T) {
 						if !assert.ErrorIs(t, err, sb.ErrQueueEmpty) {
 							return
 						}
-						mu.Lock()
-						finished := len(done) == n
-						mu.Unlock()
-						if finished || deadline.Err() != nil {
+						if finished.Load() == int64(n) || deadline.Err() != nil {
 							return
 						}
 						time.Sleep(time.Millisecond) // the rest is leased; a stalled lease lapses by itself
 						continue
 					}
-					claimedAt := l.ExpiresAt.Add(-lease)
 					mu.Lock()
-					if prev, ok := leases[td.ID]; ok && prev.exp.After(claimedAt) {
-						violations = append(violations, fmt.Sprintf("%s: leased at %s while a lease ran to %s", td.ID, claimedAt, prev.exp))
+					if leases[td.ID] == nil {
+						leases[td.ID] = map[int]grant{}
 					}
-					leases[td.ID] = live{l.Token, l.ExpiresAt}
+					leases[td.ID][l.Attempt] = grant{l.Token, l.ExpiresAt.Add(-lease), l.ExpiresAt}
 					mu.Unlock()
 					if rng.IntN(10) == 0 {
-						// Stall past the lease, then try to finish anyway.
+						// Stall past the lease — long enough in wall time for
+						// another worker to take the todo over — then try to
+						// finish anyway.
 						h.clock.Advance(lease + time.Second)
+						time.Sleep(2 * time.Millisecond)
 					}
 					err = h.sb.Complete(ctx, cred, l, nil)
-					mu.Lock()
 					switch {
 					case err == nil:
-						if cur := leases[td.ID]; cur.token != l.Token {
-							violations = append(violations, fmt.Sprintf("%s: completed with a stale lease while another was live", td.ID))
-						}
-						done[td.ID]++
-						delete(leases, td.ID)
+						mu.Lock()
+						completed[td.ID] = append(completed[td.ID], l.Attempt)
+						mu.Unlock()
+						finished.Add(1)
 					case !assert.ErrorIs(t, err, sb.ErrLeaseLost):
 					}
-					mu.Unlock()
 				}
 			}(uint64(wkr + 1))
 		}
 		wg.Wait()
 		require.NoError(t, deadline.Err(), "workers did not drain the queue in time")
-		assert.Empty(t, violations)
-		require.Len(t, done, n)
-		for id, c := range done {
-			require.Equal(t, 1, c, "todo %s completed %d times", id, c)
+		require.Len(t, completed, n, "every todo completed")
+		for id, by := range completed {
+			require.Len(t, by, 1, "todo %s completed %d times", id, len(by))
+			attempts := slices.Sorted(maps.Keys(leases[id]))
+			for i := 1; i < len(attempts); i++ {
+				prev, next := leases[id][attempts[i-1]], leases[id][attempts[i]]
+				require.False(t, prev.to.After(next.from), "todo %s: attempt %d leased at %s while attempt %d ran to %s",
+					id, attempts[i], next.from, attempts[i-1], prev.to)
+			}
+			require.Equal(t, attempts[len(attempts)-1], by[0], "todo %s completed by attempt %d, not its latest lease", id, by[0])
 		}
 	})
 }

@@ -237,15 +237,17 @@ type txn struct {
 }
 
 // update runs fn in one store Update with the clock read once, so every
-// record written by one operation carries the same time.
+// record written by one operation carries the same time. The clock is read
+// inside the transaction, not before it: transactions run one at a time, so
+// their times follow their commit order however long one waited for its
+// turn (a lease granted later never starts before one granted earlier).
 func (s *Switchboard) update(ctx context.Context, fn func(*txn) error) error {
-	now := s.now().UTC()
-	return s.st.Update(ctx, func(tx store.Tx) error { return fn(&txn{tx: tx, now: now}) })
+	return s.st.Update(ctx, func(tx store.Tx) error { return fn(&txn{tx: tx, now: s.now().UTC()}) })
 }
 
+// view runs fn in one store View, with the clock read inside it.
 func (s *Switchboard) view(ctx context.Context, fn func(*txn) error) error {
-	now := s.now().UTC()
-	return s.st.View(ctx, func(tx store.Tx) error { return fn(&txn{tx: tx, now: now}) })
+	return s.st.View(ctx, func(tx store.Tx) error { return fn(&txn{tx: tx, now: s.now().UTC()}) })
 }
 
 // get decodes the record under key; a missing record is ErrNotFound with
