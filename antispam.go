@@ -2,6 +2,7 @@ package switchboard
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
 	"strings"
@@ -314,10 +315,10 @@ func (s *Switchboard) Blocked(ctx context.Context, human Human) ([]Human, error)
 	}
 	var out []Human
 	err := s.view(ctx, func(t *txn) error {
-		return t.scanPrefix(tBlocks, human.key()+sep, func(k, _ string) (bool, error) {
+		return t.scanPrefix(tBlocks, human.key()+sep, func(_, v string) (bool, error) {
 			var b blockRec
-			if err := t.get(tBlocks, k, &b, "block"); err != nil {
-				return false, err
+			if err := json.Unmarshal([]byte(v), &b); err != nil {
+				return false, fmt.Errorf("switchboard: decode block: %w", err)
 			}
 			out = append(out, b.Blocked)
 			return true, nil

@@ -2,6 +2,7 @@ package switchboard
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -100,10 +101,10 @@ func (d localDirectory) Search(ctx context.Context, q Query) ([]Listing, error) 
 	}
 	var out []Listing
 	err := d.view(ctx, func(t *txn) error {
-		return t.scanPrefix(tPersonas, "", func(k, _ string) (bool, error) {
+		return t.scanPrefix(tPersonas, "", func(_, v string) (bool, error) {
 			var p Persona
-			if err := t.get(tPersonas, k, &p, "persona"); err != nil {
-				return false, err
+			if err := json.Unmarshal([]byte(v), &p); err != nil {
+				return false, fmt.Errorf("switchboard: decode persona: %w", err)
 			}
 			if p.Discoverable && q.match(p.Card) {
 				out = append(out, Listing{ID: p.ID, Card: p.Card})
