@@ -138,6 +138,10 @@ type RemoteOptions struct {
 	// MaxAge caps how long a card is cached, whatever the server says.
 	// Default 1 hour.
 	MaxAge time.Duration
+	// RetryAfter is how long a failed fetch is remembered before the origin
+	// is asked again, so lookups and searches do not hammer an origin that is
+	// down or serving bad cards. Default 30 seconds.
+	RetryAfter time.Duration
 }
 
 // RemoteDirectory finds agents by fetching their cards from the A2A
@@ -159,6 +163,7 @@ type cached struct {
 	card    AgentCard
 	etag    string
 	expires time.Time
+	err     error // a remembered failure, until expires
 }
 
 // NewRemoteDirectory checks o and returns the directory.
@@ -191,6 +196,9 @@ func NewRemoteDirectory(o RemoteOptions) (*RemoteDirectory, error) {
 	}
 	if o.MaxAge <= 0 {
 		d.o.MaxAge = time.Hour
+	}
+	if o.RetryAfter <= 0 {
+		d.o.RetryAfter = 30 * time.Second
 	}
 	if o.Clock == nil {
 		d.o.Clock = systemClock{}
@@ -257,23 +265,35 @@ func (d *RemoteDirectory) Lookup(ctx context.Context, id string) (Listing, error
 	return Listing{ID: o, Card: c}, nil
 }
 
-// Search looks up every allow-listed origin (from cache where fresh) and
-// returns the matching cards; origins that fail are left out.
+// Search looks up every allow-listed origin (from cache where fresh; at most
+// eight fetches at a time) and returns the matching cards in origin order;
+// origins that fail are left out.
 func (d *RemoteDirectory) Search(ctx context.Context, q Query) ([]Listing, error) {
 	if err := q.normalize(); err != nil {
 		return nil, err
 	}
-	var out []Listing
-	for _, o := range d.Origins() {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		l, err := d.Lookup(ctx, o)
-		if err == nil && q.match(l.Card) {
-			out = append(out, l)
-			if len(out) == q.Limit {
-				break
+	origins := d.Origins()
+	found := make([]*Listing, len(origins))
+	sem := make(chan struct{}, 8)
+	var wg sync.WaitGroup
+	for i, o := range origins {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			if l, err := d.Lookup(ctx, o); err == nil && q.match(l.Card) {
+				found[i] = &l
 			}
+		}()
+	}
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	var out []Listing
+	for _, l := range found {
+		if l != nil && len(out) < q.Limit {
+			out = append(out, *l)
 		}
 	}
 	return out, nil
@@ -285,22 +305,26 @@ func (d *RemoteDirectory) fetch(ctx context.Context, o string) (AgentCard, error
 	hit, ok := d.cache[o]
 	d.mu.Unlock()
 	if ok && now.Before(hit.expires) {
-		return hit.card, nil
+		return hit.card, hit.err
+	}
+	if ok && hit.err != nil {
+		ok = false // nothing to revalidate
 	}
 	paths := []string{"/.well-known/agent-card.json"}
 	if d.o.LegacyPath {
 		paths = append(paths, "/.well-known/agent.json")
 	}
-	var last error
+	var c AgentCard
+	var err error
 	for _, p := range paths {
-		c, err := d.get(ctx, o, p, hit, ok)
-		if errors.Is(err, errNoCard) {
-			last = err
-			continue
+		if c, err = d.get(ctx, o, p, hit, ok); !errors.Is(err, errNoCard) {
+			break
 		}
-		return c, err
 	}
-	return AgentCard{}, last
+	if err != nil && ctx.Err() == nil {
+		d.remember(o, cached{err: err, expires: d.o.Clock.Now().Add(d.o.RetryAfter)}, true)
+	}
+	return c, err
 }
 
 var errNoCard = errors.New("no agent card at the well-known path")

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -315,4 +316,43 @@ func TestSwitchboardDirectories(t *testing.T) {
 		assert.NotContains(t, string(b), "owner")
 		assert.NotContains(t, string(b), "bob-private", "no other personas")
 	})
+}
+
+// Search looks every allow-listed origin up, keeps origin order, and leaves
+// out origins that fail.
+func TestRemoteDirectorySearch(t *testing.T) {
+	var origins []string
+	for i, name := range []string{"Tide tables", "Berth plans", "Tide alerts"} {
+		tag := "tides"
+		if i == 1 {
+			tag = "berths"
+		}
+		srv := newCardServer(t, serveJSON(mustJSON(t, remoteCard(name, tag)), nil))
+		origins = append(origins, srv.URL)
+	}
+	down := newCardServer(t, func(w http.ResponseWriter, r *http.Request) { http.Error(w, "down", http.StatusServiceUnavailable) })
+	clk := &clock{t: time.Now().UTC()}
+	d := remote(t, sb.RemoteOptions{Origins: append(origins, down.URL), Clock: clk})
+	found, err := d.Search(ctx, sb.Query{Tag: "tides"})
+	require.NoError(t, err)
+	require.Len(t, found, 2)
+	want := d.Origins()
+	var got []string
+	for _, l := range found {
+		got = append(got, l.ID)
+		assert.Contains(t, l.Card.Name, "Tide")
+	}
+	assert.True(t, slices.IsSorted(got) && slices.Contains(want, got[0]) && slices.Contains(want, got[1]), "origin order: %v", got)
+	found, err = d.Search(ctx, sb.Query{Tag: "tides", Limit: 1})
+	require.NoError(t, err)
+	require.Len(t, found, 1)
+	assert.Equal(t, got[0], found[0].ID)
+	assert.Equal(t, 1, down.count(""), "a failure is remembered: the origin was asked once")
+	_, err = d.Lookup(ctx, down.URL)
+	require.ErrorIs(t, err, sb.ErrNotFound)
+	assert.Contains(t, err.Error(), "503")
+	clk.Advance(31 * time.Second)
+	_, err = d.Lookup(ctx, down.URL)
+	require.Error(t, err)
+	assert.Equal(t, 2, down.count(""), "asked again after RetryAfter")
 }
