@@ -122,10 +122,9 @@ type issuerState struct {
 	Issuer
 	algs []jose.SignatureAlgorithm
 
-	mu        sync.Mutex
-	v         *oidc.IDTokenVerifier // nil until discovery succeeded
-	triedAt   time.Time             // last failed discovery
-	triedOnce bool
+	mu      sync.Mutex
+	v       *oidc.IDTokenVerifier // nil until discovery succeeded
+	triedAt time.Time             // last failed discovery; zero if none
 }
 
 func newVerifier(c Config) (*verifier, error) {
@@ -183,7 +182,7 @@ func (v *verifier) forIssuer(ctx context.Context, st *issuerState) (*oidc.IDToke
 		return st.v, nil
 	}
 	now := v.cfg.Clock.Now()
-	if st.triedOnce && now.Sub(st.triedAt) < v.cfg.KeyRefetchInterval {
+	if !st.triedAt.IsZero() && now.Sub(st.triedAt) < v.cfg.KeyRefetchInterval {
 		return nil, fmt.Errorf("discovery for %s failed recently; retrying after %s", st.URL, st.triedAt.Add(v.cfg.KeyRefetchInterval).Format(time.RFC3339))
 	}
 	p, err := oidc.NewProvider(oidc.ClientContext(ctx, v.cfg.HTTPClient), st.URL)
@@ -198,7 +197,7 @@ func (v *verifier) forIssuer(ctx context.Context, st *issuerState) (*oidc.IDToke
 	}
 	if err != nil {
 		if ctx.Err() == nil {
-			st.triedAt, st.triedOnce = now, true
+			st.triedAt = now
 		}
 		return nil, fmt.Errorf("discovery for %s: %w", st.URL, err)
 	}
@@ -223,7 +222,6 @@ type keySet struct {
 	keys    []jose.JSONWebKey
 	fetchMu sync.Mutex // one fetch at a time; guards the fields below
 	last    time.Time  // last fetch that reached the issuer
-	fetched bool       // whether any fetch reached the issuer
 	good    time.Time  // last successful fetch
 }
 
@@ -298,7 +296,7 @@ func (k *keySet) matching(kid string) []jose.JSONWebKey {
 func (k *keySet) stale() bool {
 	k.fetchMu.Lock()
 	defer k.fetchMu.Unlock()
-	return !k.fetched || k.clock.Now().Sub(k.good) >= keyMaxAge
+	return k.good.IsZero() || k.clock.Now().Sub(k.good) >= keyMaxAge
 }
 
 // refresh refetches the JWKS unless a fetch reached the issuer less than
@@ -307,7 +305,7 @@ func (k *keySet) refresh(ctx context.Context) error {
 	k.fetchMu.Lock()
 	defer k.fetchMu.Unlock()
 	now := k.clock.Now()
-	if k.fetched && now.Sub(k.last) < k.every {
+	if !k.last.IsZero() && now.Sub(k.last) < k.every {
 		return nil // rate-limited: the caller re-checks the keys it has
 	}
 	keys, err := k.fetch(ctx)
@@ -315,10 +313,10 @@ func (k *keySet) refresh(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		k.last, k.fetched = now, true
+		k.last = now
 		return fmt.Errorf("fetching the issuer's keys: %w", err)
 	}
-	k.last, k.good, k.fetched = now, now, true
+	k.last, k.good = now, now
 	k.mu.Lock()
 	k.keys = keys
 	k.mu.Unlock()
