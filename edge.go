@@ -1,3 +1,6 @@
+// Friend edges: Request, Approve, Deny, Withdraw, Edge, Approvals, and the
+// persistence of edges with their indexes.
+
 package switchboard
 
 import (
@@ -449,4 +452,76 @@ func (s *Switchboard) Approvals(ctx context.Context, human Human) ([]Todo, error
 		return nil, fmt.Errorf("switchboard: approvals: %w", err)
 	}
 	return out, nil
+}
+
+// putEdge writes an edge and keeps the anti-spam indexes in step with its
+// state: every edge write goes through here.
+func (t *txn) putEdge(e *edgeRec) error {
+	if err := t.put(tEdges, e.ID, e); err != nil {
+		return err
+	}
+	rk, tk := e.Requester.key()+sep+e.ID, e.Target.key()+sep+e.ID
+	switch e.State {
+	case EdgePending:
+		if err := t.putRaw(tEdgeByReq, rk, timeKey(e.ExpiresAt)); err != nil {
+			return err
+		}
+		return t.putRaw(tEdgeByTarget, tk, timeKey(e.ExpiresAt))
+	case EdgeApproved:
+		if err := t.putRaw(tEdgeByReq, rk, ""); err != nil {
+			return err
+		}
+		return t.del(tEdgeByTarget, tk)
+	default:
+		if err := t.del(tEdgeByReq, rk); err != nil {
+			return err
+		}
+		return t.del(tEdgeByTarget, tk)
+	}
+}
+
+// expireEdge moves a pending edge past its expiry to expired, cancelling its
+// approval todo.
+func (t *txn) expireEdge(id string) error {
+	var e edgeRec
+	if err := t.get(tEdges, id, &e, "edge"); err != nil {
+		return err
+	}
+	if e.State != EdgePending {
+		return nil
+	}
+	if err := t.decide(&e, EdgeExpired, systemActor, EventEdgeExpired); err != nil {
+		return err
+	}
+	return t.putEdge(&e)
+}
+
+// liveEdges counts the edges in index table under prefix h, expiring pending
+// ones whose time has passed (so correctness never waits for the reaper).
+// It also returns the earliest expiry among the pending ones still live.
+func (t *txn) liveEdges(table string, h Human) (n int, soonest time.Time, err error) {
+	var lapsed []string
+	now := timeKey(t.now)
+	err = t.scanPrefix(table, h.key()+sep, func(k, exp string) (bool, error) {
+		if exp != "" && exp <= now {
+			lapsed = append(lapsed, k[len(h.key())+1:])
+			return true, nil
+		}
+		n++
+		if exp != "" {
+			if at := fromTimeKey(exp); soonest.IsZero() || at.Before(soonest) {
+				soonest = at
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		return 0, time.Time{}, err
+	}
+	for _, id := range lapsed {
+		if err := t.expireEdge(id); err != nil {
+			return 0, time.Time{}, err
+		}
+	}
+	return n, soonest, nil
 }

@@ -1,3 +1,5 @@
+// Sentinel and typed errors.
+
 package switchboard
 
 import (
@@ -85,3 +87,5 @@ func (e *RetryError) Error() string {
 
 // Unwrap returns ErrQuotaExceeded or ErrRateLimited.
 func (e *RetryError) Unwrap() error { return e.Err }
+
+func isNotFound(err error) bool { return errors.Is(err, ErrNotFound) }

@@ -1,3 +1,6 @@
+// The audit log: events written in the same transaction as the change they
+// record.
+
 package switchboard
 
 import (

@@ -1,3 +1,6 @@
+// The remote directory: cards fetched from allow-listed origins' well-known
+// path, cached.
+
 package switchboard
 
 import (
@@ -16,60 +19,6 @@ import (
 
 	"github.com/switchboardhq/switchboard/store"
 )
-
-// Directory is a bounded place to find agents by their cards. A Switchboard
-// consults only the directories in Config.Directories; a lookup returns one
-// card and nothing else — never the owner's other personas, friends, edges
-// or queues.
-type Directory interface {
-	// Lookup returns the listing for id, or an error wrapping ErrNotFound.
-	Lookup(ctx context.Context, id string) (Listing, error)
-	// Search returns at most q.Limit listings matching q.
-	Search(ctx context.Context, q Query) ([]Listing, error)
-}
-
-// Query is a bounded directory search. At least one of Tag and Name is
-// required; a listing matches if it has every criterion given.
-type Query struct {
-	Tag   string // a skill tag, matched exactly (case-insensitive)
-	Name  string // a substring of the card's name (case-insensitive)
-	Limit int    // at most this many results: default 20, at most 100
-}
-
-func (q *Query) normalize() error {
-	if strings.TrimSpace(q.Tag) == "" && strings.TrimSpace(q.Name) == "" {
-		return invalid("a directory search needs a tag or a name")
-	}
-	if len(q.Tag) > 128 || len(q.Name) > 128 {
-		return invalid("search terms are limited to 128 bytes")
-	}
-	switch {
-	case q.Limit < 0:
-		return invalid("negative search limit")
-	case q.Limit == 0:
-		q.Limit = 20
-	case q.Limit > 100:
-		q.Limit = 100
-	}
-	return nil
-}
-
-func (q Query) match(c AgentCard) bool {
-	if q.Name != "" && !strings.Contains(strings.ToLower(c.Name), strings.ToLower(q.Name)) {
-		return false
-	}
-	if q.Tag == "" {
-		return true
-	}
-	for _, sk := range c.Skills {
-		for _, tag := range sk.Tags {
-			if strings.EqualFold(tag, q.Tag) {
-				return true
-			}
-		}
-	}
-	return false
-}
 
 // NewLocalDirectory is the directory of personas published in st: only
 // discoverable ones resolve, by persona id. It is the default directory of a

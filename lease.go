@@ -1,0 +1,359 @@
+// Leases: Claim, Heartbeat, Complete, Fail, Release, fencing, backoff and the
+// claim waker.
+
+package switchboard
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Lease is a claim on a todo. Its Token fences the claim: Complete and the
+// other lease verbs must present the current token, so a worker whose lease
+// expired and was claimed by another can never finish that other's work.
+type Lease struct {
+	TodoID    string    `json:"todo"`
+	Token     string    `json:"token"`
+	Attempt   int       `json:"attempt"`
+	ExpiresAt time.Time `json:"expires_at"`
+}
+
+// ClaimOptions tunes one Claim. A nil *ClaimOptions means the defaults.
+type ClaimOptions struct {
+	// Lease is the lease length; zero means the grant's default, else
+	// Config.DefaultLease. At most Config.MaxLease.
+	Lease time.Duration
+	// Wait blocks until a todo is ready or ctx ends, instead of returning
+	// ErrQueueEmpty. Work created, failed, released or redriven through this
+	// Switchboard wakes it at once; work from another process sharing the
+	// store is found by polling every Config.PollInterval.
+	Wait bool
+}
+
+func leaseKey(r *todoRec) string {
+	return r.QueueKey + sep + timeKey(r.LeaseExpiresAt) + r.ID
+}
+
+// Claim leases the next ready todo in queue: highest priority first, then
+// the one available longest. Expired leases in the queue are recovered first
+// (counted as an attempt; a todo out of attempts is dead-lettered), so
+// correctness never depends on a reaper. When nothing is ready it returns
+// ErrQueueEmpty, or with opts.Wait blocks until work arrives or ctx ends.
+func (s *Switchboard) Claim(ctx context.Context, c Credential, queue string, opts *ClaimOptions) (Todo, Lease, error) {
+	var o ClaimOptions
+	if opts != nil {
+		o = *opts
+	}
+	if o.Lease < 0 || o.Lease > s.cfg.MaxLease {
+		return Todo{}, Lease{}, fmt.Errorf("switchboard: claim: %w", invalid("lease %s outside (0, %s]", o.Lease, s.cfg.MaxLease))
+	}
+	for {
+		// Take the wake-up channel before looking, so a CreateFor that
+		// commits between the look and the wait is not missed.
+		woken := s.wake.wait()
+		todo, lease, err := s.claimOnce(ctx, c, queue, o)
+		if !o.Wait || !errors.Is(err, ErrQueueEmpty) {
+			return todo, lease, err
+		}
+		select {
+		case <-ctx.Done():
+			return Todo{}, Lease{}, fmt.Errorf("switchboard: claim: %w", ctx.Err())
+		case <-woken:
+		case <-s.cfg.Clock.After(s.cfg.PollInterval):
+		}
+	}
+}
+
+func (s *Switchboard) claimOnce(ctx context.Context, c Credential, queue string, o ClaimOptions) (Todo, Lease, error) {
+	var todo Todo
+	var lease Lease
+	err := s.update(ctx, func(t *txn) error {
+		g, qkey, err := s.authorize(t, c, queue, VerbClaim)
+		if err != nil {
+			return err
+		}
+		if err := t.recoverLeases(qkey); err != nil {
+			return err
+		}
+		r, err := t.nextReady(qkey)
+		if err != nil {
+			return err
+		}
+		d := o.Lease
+		if d == 0 {
+			d = s.leaseFor(g)
+		}
+		if err := t.del(tReady, readyKey(r)); err != nil {
+			return err
+		}
+		r.Attempts++
+		r.State, r.UpdatedAt = TodoLeased, t.now
+		r.LeaseToken, r.LeaseExpiresAt = newID("lease"), t.now.Add(d)
+		r.History = append(r.History, Attempt{N: r.Attempts, Agent: g.Holder, Grant: g.ID, ClaimedAt: t.now})
+		if len(r.History) > maxHistory {
+			r.History = r.History[len(r.History)-maxHistory:]
+		}
+		if err := t.put(tTodos, r.ID, r); err != nil {
+			return err
+		}
+		if err := t.putRaw(tLeases, leaseKey(r), ""); err != nil {
+			return err
+		}
+		todo = r.Todo
+		lease = Lease{TodoID: r.ID, Token: r.LeaseToken, Attempt: r.Attempts, ExpiresAt: r.LeaseExpiresAt}
+		return t.emit(Event{Type: EventTodoClaimed, Actor: agentActor(g.Holder), Persona: g.Holder, Grant: g.ID, Todo: r.ID})
+	})
+	if err != nil {
+		return Todo{}, Lease{}, fmt.Errorf("switchboard: claim: %w", err)
+	}
+	return todo, lease, nil
+}
+
+// nextReady returns the first todo in the queue whose available-at has come.
+func (t *txn) nextReady(qkey string) (*todoRec, error) {
+	var id string
+	now := timeKey(t.now)
+	err := t.scanPrefix(tReady, qkey+sep, func(k, v string) (bool, error) {
+		at := k[len(qkey)+1+4:][:8]
+		if at <= now {
+			id = v
+			return false, nil
+		}
+		return true, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if id == "" {
+		return nil, ErrQueueEmpty
+	}
+	return t.todo(id)
+}
+
+// recoverLeases re-queues (or dead-letters) todos in the queue whose lease
+// has expired.
+func (t *txn) recoverLeases(qkey string) error {
+	var ids []string
+	prefix := qkey + sep
+	end := prefix + timeKey(t.now.Add(time.Nanosecond))
+	err := t.tx.Scan(tLeases, []byte(prefix), []byte(end), func(k, _ []byte) bool {
+		ids = append(ids, string(k[len(prefix)+8:]))
+		return true
+	})
+	if err != nil {
+		return err
+	}
+	for _, id := range ids {
+		if err := t.expireLease(id); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// expireLease ends the expired lease on todo id: the attempt counts, and the
+// todo is queued again or, out of attempts, dead-lettered.
+func (t *txn) expireLease(id string) error {
+	r, err := t.todo(id)
+	if err != nil {
+		return err
+	}
+	if r.Attempts >= r.MaxAttempts {
+		return t.endTodo(r, TodoDead, AttemptLeaseExpired, systemActor, "lease expired on the last attempt")
+	}
+	if err := t.requeue(r, t.now, AttemptLeaseExpired, ""); err != nil {
+		return err
+	}
+	return t.emit(Event{Type: EventTodoLeaseExpired, Actor: systemActor, Todo: r.ID})
+}
+
+// requeue returns a leased todo to its queue, available at at, closing the
+// running attempt with how.
+func (t *txn) requeue(r *todoRec, at time.Time, how Outcome, reason string) error {
+	if err := t.del(tLeases, leaseKey(r)); err != nil {
+		return err
+	}
+	r.closeAttempt(t.now, how, reason)
+	r.State, r.UpdatedAt, r.AvailableAt = TodoQueued, t.now, at
+	r.LeaseToken, r.LeaseExpiresAt = "", time.Time{}
+	if err := t.put(tTodos, r.ID, r); err != nil {
+		return err
+	}
+	return t.putRaw(tReady, readyKey(r), r.ID)
+}
+
+// leased loads the todo a lease names and checks the lease is its current,
+// unexpired one: the fencing rule every lease verb shares.
+func (s *Switchboard) leased(t *txn, c Credential, l Lease, v Verb) (*grantRec, *todoRec, error) {
+	g, r, err := s.todoFor(t, c, l.TodoID, v)
+	if err != nil {
+		return nil, nil, err
+	}
+	if r.State != TodoLeased || subtle.ConstantTimeCompare([]byte(r.LeaseToken), []byte(l.Token)) != 1 || !t.now.Before(r.LeaseExpiresAt) {
+		return nil, nil, fmt.Errorf("%w: todo %s", ErrLeaseLost, r.ID)
+	}
+	return g, r, nil
+}
+
+// Complete finishes a leased todo with an optional result. The lease must be
+// the todo's current one, else ErrLeaseLost and nothing changes.
+func (s *Switchboard) Complete(ctx context.Context, c Credential, l Lease, result []byte) error {
+	if len(result) > s.limits.MaxResult {
+		return fmt.Errorf("switchboard: complete: %w", invalid("result is %d bytes, limit %d", len(result), s.limits.MaxResult))
+	}
+	err := s.update(ctx, func(t *txn) error {
+		g, r, err := s.leased(t, c, l, VerbComplete)
+		if err != nil {
+			return err
+		}
+		r.Result = result
+		return t.endTodo(r, TodoDone, AttemptCompleted, agentActor(g.Holder), "")
+	})
+	if err != nil {
+		return fmt.Errorf("switchboard: complete: %w", err)
+	}
+	return nil
+}
+
+// backoff is the delay before retry number attempt: 30 s × 2^(attempt−1),
+// capped at 15 minutes.
+func backoff(attempt int) time.Duration {
+	const base, ceiling = 30 * time.Second, 15 * time.Minute
+	if attempt < 1 {
+		attempt = 1
+	}
+	if attempt > 6 { // 30 s × 2^5 = 16 min already exceeds the cap
+		return ceiling
+	}
+	return min(base<<(attempt-1), ceiling)
+}
+
+// Heartbeat extends a lease by d from now (zero: the grant's default lease,
+// else Config.DefaultLease), but never past Config.MaxLease after the claim.
+// The lease must be current, else ErrLeaseLost. It returns the extended lease;
+// the token is unchanged.
+func (s *Switchboard) Heartbeat(ctx context.Context, c Credential, l Lease, d time.Duration) (Lease, error) {
+	if d < 0 || d > s.cfg.MaxLease {
+		return Lease{}, fmt.Errorf("switchboard: heartbeat: %w", invalid("lease %s outside (0, %s]", d, s.cfg.MaxLease))
+	}
+	var out Lease
+	err := s.update(ctx, func(t *txn) error {
+		g, r, err := s.leased(t, c, l, VerbHeartbeat)
+		if err != nil {
+			return err
+		}
+		if d == 0 {
+			d = s.leaseFor(g)
+		}
+		ceiling := r.History[len(r.History)-1].ClaimedAt.Add(s.cfg.MaxLease)
+		exp := t.now.Add(d)
+		if exp.After(ceiling) {
+			exp = ceiling
+		}
+		if exp.After(r.LeaseExpiresAt) {
+			if err := t.del(tLeases, leaseKey(r)); err != nil {
+				return err
+			}
+			r.LeaseExpiresAt, r.UpdatedAt = exp, t.now
+			if err := t.putRaw(tLeases, leaseKey(r), ""); err != nil {
+				return err
+			}
+			if err := t.put(tTodos, r.ID, r); err != nil {
+				return err
+			}
+		}
+		out = Lease{TodoID: r.ID, Token: r.LeaseToken, Attempt: r.Attempts, ExpiresAt: r.LeaseExpiresAt}
+		return nil
+	})
+	if err != nil {
+		return Lease{}, fmt.Errorf("switchboard: heartbeat: %w", err)
+	}
+	return out, nil
+}
+
+func (s *Switchboard) leaseFor(g *grantRec) time.Duration {
+	if g.DefaultLease > 0 {
+		return g.DefaultLease
+	}
+	return s.cfg.DefaultLease
+}
+
+// Fail gives up on a leased todo. It is retried after a backoff of
+// 30 s × 2^(attempt−1), capped at 15 minutes; after its last attempt it is
+// dead-lettered (terminal, listable, re-drivable with Redrive). The lease must
+// be current, else ErrLeaseLost. reason is kept in the todo's history.
+func (s *Switchboard) Fail(ctx context.Context, c Credential, l Lease, reason string) error {
+	if err := checkText("reason", reason, s.limits.MaxTitle*4, true); err != nil {
+		return fmt.Errorf("switchboard: fail: %w", err)
+	}
+	err := s.update(ctx, func(t *txn) error {
+		g, r, err := s.leased(t, c, l, VerbFail)
+		if err != nil {
+			return err
+		}
+		r.Error = reason
+		if r.Attempts >= r.MaxAttempts {
+			return t.endTodo(r, TodoDead, AttemptFailed, agentActor(g.Holder), reason)
+		}
+		if err := t.requeue(r, t.now.Add(backoff(r.Attempts)), AttemptFailed, reason); err != nil {
+			return err
+		}
+		return t.emit(Event{Type: EventTodoFailed, Actor: agentActor(g.Holder), Grant: g.ID, Todo: r.ID, Detail: reason})
+	})
+	if err != nil {
+		return fmt.Errorf("switchboard: fail: %w", err)
+	}
+	s.wake.signal()
+	return nil
+}
+
+// Release hands a leased todo back unfinished, ready at once. The attempt
+// does not count against MaxAttempts. The lease must be current, else
+// ErrLeaseLost.
+func (s *Switchboard) Release(ctx context.Context, c Credential, l Lease) error {
+	err := s.update(ctx, func(t *txn) error {
+		g, r, err := s.leased(t, c, l, VerbRelease)
+		if err != nil {
+			return err
+		}
+		r.Attempts--
+		if err := t.requeue(r, t.now, AttemptReleased, ""); err != nil {
+			return err
+		}
+		return t.emit(Event{Type: EventTodoReleased, Actor: agentActor(g.Holder), Grant: g.ID, Todo: r.ID})
+	})
+	if err != nil {
+		return fmt.Errorf("switchboard: release: %w", err)
+	}
+	s.wake.signal()
+	return nil
+}
+
+// waker lets blocked claims in this process sleep until something may have
+// become ready. signal wakes every waiter; waiters re-check the store.
+type waker struct {
+	mu sync.Mutex
+	ch chan struct{}
+}
+
+func (w *waker) wait() <-chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.ch == nil {
+		w.ch = make(chan struct{})
+	}
+	return w.ch
+}
+
+func (w *waker) signal() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.ch != nil {
+		close(w.ch)
+		w.ch = nil
+	}
+}

@@ -1,0 +1,116 @@
+// Limits and every input check: names, queue names, free text, todo input.
+
+package switchboard
+
+import (
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Limits bounds the size of inputs. Every limit is in bytes unless it says
+// otherwise.
+type Limits struct {
+	MaxName         int // persona ids, queue names, card names, kinds: 128
+	MaxWhy          int // a friend request's reason: 1024
+	MaxScopeEntries int // queues in one scope (count): 32
+	MaxTitle        int // todo title: 256
+	MaxPayload      int // todo payload: 64 KiB
+	MaxResult       int // todo result: 64 KiB
+	MaxDedupKey     int // todo dedup key: 256
+	MaxCard         int // encoded agent card: 256 KiB
+	MaxToken        int // encoded ID token: 16 KiB
+}
+
+// DefaultLimits are the limits used for zero fields of Config.Limits.
+var DefaultLimits = Limits{
+	MaxName:         128,
+	MaxWhy:          1024,
+	MaxScopeEntries: 32,
+	MaxTitle:        256,
+	MaxPayload:      64 << 10,
+	MaxResult:       64 << 10,
+	MaxDedupKey:     256,
+	MaxCard:         256 << 10,
+	MaxToken:        16 << 10,
+}
+
+// checkName validates an identifier: 1..MaxName bytes of letters, digits
+// and . _ - : @, not starting with '_' (reserved).
+func (s *Switchboard) checkName(what, v string) error {
+	if v == "" {
+		return invalid("empty %s", what)
+	}
+	if len(v) > s.limits.MaxName {
+		return invalid("%s is %d bytes, limit %d", what, len(v), s.limits.MaxName)
+	}
+	if v[0] == '_' {
+		return invalid("%s may not start with '_' (reserved)", what)
+	}
+	for _, r := range v {
+		if !(r < utf8.RuneSelf && (unicode.IsLetter(r) || unicode.IsDigit(r) || strings.ContainsRune(".-_:@", r))) {
+			return invalid("%s contains %q; use letters, digits and . _ - : @", what, r)
+		}
+	}
+	return nil
+}
+
+func (s *Switchboard) checkQueueName(q string) error { return s.checkName("queue name", q) }
+
+// checkText refuses invalid UTF-8, control characters (newlines only where
+// allowed) and text over max bytes.
+func checkText(what, v string, max int, newlines bool) error {
+	if len(v) > max {
+		return invalid("%s is %d bytes, limit %d", what, len(v), max)
+	}
+	if !utf8.ValidString(v) {
+		return invalid("%s is not valid UTF-8", what)
+	}
+	for _, r := range v {
+		if r == '\n' && newlines {
+			continue
+		}
+		if unicode.IsControl(r) || unicode.Is(unicode.Cf, r) {
+			return invalid("%s contains control character %U", what, r)
+		}
+	}
+	return nil
+}
+
+const maxPriority = 1_000_000
+
+func (s *Switchboard) validateNewTodo(n NewTodo) error {
+	if n.Kind == "" {
+		return invalid("empty kind")
+	}
+	if err := checkText("kind", n.Kind, s.limits.MaxName, false); err != nil {
+		return err
+	}
+	if err := checkText("title", n.Title, s.limits.MaxTitle, false); err != nil {
+		return err
+	}
+	if len(n.Payload) > s.limits.MaxPayload {
+		return invalid("payload is %d bytes, limit %d", len(n.Payload), s.limits.MaxPayload)
+	}
+	if err := checkText("dedup key", n.DedupKey, s.limits.MaxDedupKey, false); err != nil {
+		return err
+	}
+	if n.Priority < -maxPriority || n.Priority > maxPriority {
+		return invalid("priority %d outside ±%d", n.Priority, maxPriority)
+	}
+	if n.MaxAttempts < 0 || n.MaxAttempts > 100 {
+		return invalid("max attempts %d outside 0..100", n.MaxAttempts)
+	}
+	return nil
+}
+
+// clip truncates s to at most n bytes on a rune boundary.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}

@@ -1,0 +1,109 @@
+// Personas: the Persona record, persona cards and Publish.
+
+package switchboard
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// BindingSwitchboard is the protocol binding of the interfaces on a card a
+// persona publishes: the URL is where to find the persona (its card, its
+// directory entry), not an endpoint that accepts A2A tasks. Work reaches a
+// persona only as todos under a human-approved grant.
+const BindingSwitchboard = "urn:switchboard:discovery:v1"
+
+// PersonaCard returns a valid Agent Card for a persona: one
+// BindingSwitchboard interface at url (where the host serves the card),
+// JSON in and out, and skills. Set more fields on the result as needed.
+func PersonaCard(name, description, version, url string, skills ...AgentSkill) AgentCard {
+	return AgentCard{
+		Name: name, Description: description, Version: version,
+		SupportedInterfaces: []AgentInterface{{URL: url, ProtocolBinding: BindingSwitchboard, ProtocolVersion: "1.0"}},
+		DefaultInputModes:   []string{"application/json"},
+		DefaultOutputModes:  []string{"application/json"},
+		Skills:              skills,
+	}
+}
+
+func isTrue(b *bool) bool { return b != nil && *b }
+
+// checkPersonaCard adds the rule for cards personas publish: nothing in them
+// may invite direct A2A task delivery.
+func checkPersonaCard(c AgentCard) error {
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	for i, in := range c.SupportedInterfaces {
+		if in.ProtocolBinding != BindingSwitchboard {
+			return invalid("supportedInterfaces[%d]: a persona's card advertises discovery only; use protocolBinding %q, not %q", i, BindingSwitchboard, in.ProtocolBinding)
+		}
+	}
+	if isTrue(c.Capabilities.Streaming) || isTrue(c.Capabilities.PushNotifications) {
+		return invalid("a persona's card cannot offer streaming or push notifications: work arrives as todos")
+	}
+	return nil
+}
+
+// Persona is an agent identity owned by one human and announced with an
+// Agent Card. Its queues are addressed by name under its id.
+type Persona struct {
+	ID           string    `json:"id"`
+	Owner        Human     `json:"owner"`
+	Card         AgentCard `json:"card"`
+	Discoverable bool      `json:"discoverable"`
+	CreatedAt    time.Time `json:"created_at"`
+	UpdatedAt    time.Time `json:"updated_at"`
+}
+
+// Publish stores a persona in the local directory, or updates the card and
+// discoverability of one the same human already owns. The host must have
+// authenticated p.Owner. A persona id owned by another human is ErrConflict.
+// Only discoverable personas can be looked up or friend-requested by others.
+func (s *Switchboard) Publish(ctx context.Context, p Persona) (Persona, error) {
+	if err := p.Owner.validate(); err != nil {
+		return Persona{}, fmt.Errorf("switchboard: publish: %w", err)
+	}
+	if err := s.checkName("persona id", p.ID); err != nil {
+		return Persona{}, fmt.Errorf("switchboard: publish: %w", err)
+	}
+	if err := checkPersonaCard(p.Card); err != nil {
+		return Persona{}, fmt.Errorf("switchboard: publish: %w", err)
+	}
+	if b, _ := json.Marshal(p.Card); len(b) > s.limits.MaxCard {
+		return Persona{}, fmt.Errorf("switchboard: publish: %w", invalid("agent card is %d bytes, limit %d", len(b), s.limits.MaxCard))
+	}
+	err := s.update(ctx, func(t *txn) error {
+		old, err := t.persona(p.ID)
+		switch {
+		case err == nil:
+			if old.Owner != p.Owner {
+				return fmt.Errorf("%w: persona id %q is taken", ErrConflict, p.ID)
+			}
+			p.CreatedAt = old.CreatedAt
+		case isNotFound(err):
+			p.CreatedAt = t.now
+		default:
+			return err
+		}
+		p.UpdatedAt = t.now
+		if err := t.put(tPersonas, p.ID, p); err != nil {
+			return err
+		}
+		return t.emit(Event{Type: EventPersonaPublished, Actor: humanActor(p.Owner), Persona: p.ID})
+	})
+	if err != nil {
+		return Persona{}, fmt.Errorf("switchboard: publish: %w", err)
+	}
+	return p, nil
+}
+
+func (t *txn) persona(id string) (*Persona, error) {
+	var p Persona
+	if err := t.get(tPersonas, id, &p, "persona"); err != nil {
+		return nil, err
+	}
+	return &p, nil
+}

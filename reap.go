@@ -1,0 +1,136 @@
+// Time-driven work: Reap and Run.
+
+package switchboard
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// ReapStats counts what one Reap did.
+type ReapStats struct {
+	LeasesExpired int // leases past expiry: re-queued or dead-lettered
+	EdgesExpired  int // pending friend requests past their expiry
+	GrantsExpired int // grants past their expiry, revoked
+	TokensPurged  int // remembered ID token hashes whose tokens expired
+}
+
+// reapBatch bounds the work of one Reap transaction per kind.
+const reapBatch = 500
+
+// Reap does the time-driven work in one transaction: it re-delivers expired
+// leases (dead-lettering todos out of attempts), expires pending friend
+// requests past their expiry (cancelling their approval todos) and revokes
+// grants past their expiry (cancelling their queued todos), and forgets the
+// hashes of used ID tokens that have expired. Each kind is
+// bounded per call; call again while it reports work. Correctness never
+// depends on it — Claim recovers expired leases and every check compares
+// expiry times — but it keeps queues and approval lists tidy.
+func (s *Switchboard) Reap(ctx context.Context) (ReapStats, error) {
+	var st ReapStats
+	err := s.update(ctx, func(t *txn) error {
+		st = ReapStats{}
+		now := timeKey(t.now)
+		var leases []string
+		err := t.scanPrefix(tLeases, "", func(k, _ string) (bool, error) {
+			// queue key \x00 expiry(8) todo id
+			i := len(k) - len("todo_") - 24 - 8
+			if i >= 0 && k[i:i+8] <= now {
+				leases = append(leases, k[i+8:])
+			}
+			return len(leases) < reapBatch, nil
+		})
+		if err != nil {
+			return err
+		}
+		for _, id := range leases {
+			if err := t.expireLease(id); err != nil {
+				return err
+			}
+		}
+		st.LeasesExpired = len(leases)
+
+		var edges []string
+		err = t.scanPrefix(tEdgePending, "", func(_, id string) (bool, error) {
+			edges = append(edges, id)
+			return true, nil
+		})
+		if err != nil {
+			return err
+		}
+		for _, id := range edges {
+			var e edgeRec
+			if err := t.get(tEdges, id, &e, "edge"); err != nil {
+				return err
+			}
+			if t.now.Before(e.ExpiresAt) {
+				continue
+			}
+			if err := t.expireEdge(id); err != nil {
+				return err
+			}
+			if st.EdgesExpired++; st.EdgesExpired >= reapBatch {
+				break
+			}
+		}
+
+		var grants []string
+		err = t.tx.Scan(tGrantExp, nil, []byte(timeKey(t.now.Add(time.Nanosecond))), func(k, _ []byte) bool {
+			grants = append(grants, string(k[8:]))
+			return len(grants) < reapBatch
+		})
+		if err != nil {
+			return err
+		}
+		for _, id := range grants {
+			g, e, err := t.grantWithEdge(id)
+			if err != nil {
+				return err
+			}
+			if err := t.revokeGrant(g, e, systemActor, "expired", true); err != nil {
+				return err
+			}
+		}
+		st.GrantsExpired = len(grants)
+		st.TokensPurged, err = t.forgetTokens(reapBatch)
+		return err
+	})
+	if err != nil {
+		return ReapStats{}, fmt.Errorf("switchboard: reap: %w", err)
+	}
+	if st.LeasesExpired > 0 {
+		s.wake.signal()
+	}
+	return st, nil
+}
+
+// Run calls Reap every Config.ReapInterval, on Config.Clock, until ctx
+// ends, and returns ctx's error. When a Reap hits its batch bound it runs
+// again at once. Reap errors other than a closed store are retried at the
+// next tick; a closed store ends Run with ErrClosed.
+//
+// Run is optional: Claim recovers expired leases by itself and lapsed
+// requests and grants are refused when used. Run keeps queues and the
+// approvals inbox tidy and re-delivers work without waiting for a claim.
+func (s *Switchboard) Run(ctx context.Context) error {
+	for {
+		for {
+			st, err := s.Reap(ctx)
+			if err != nil {
+				if isClosed(err) {
+					return fmt.Errorf("switchboard: run: %w", err)
+				}
+				break
+			}
+			if st.LeasesExpired < reapBatch && st.EdgesExpired < reapBatch && st.GrantsExpired < reapBatch && st.TokensPurged < reapBatch {
+				break
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-s.cfg.Clock.After(s.cfg.ReapInterval):
+		}
+	}
+}

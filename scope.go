@@ -1,0 +1,204 @@
+// Verb and Scope: the scope algebra (Normalize, Intersect, Subset, Equal), the
+// grantable verbs and scope validation.
+
+package switchboard
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Verb is one right over a queue.
+type Verb string
+
+// The verbs a scope can hold. Friend grants may hold only the grantable ones
+// (see GrantableVerbs); a human's Vend to their own agent may hold all.
+const (
+	VerbCreateFor Verb = "create_for" // add todos to the queue
+	VerbList      Verb = "list"       // list todos
+	VerbGet       Verb = "get"        // read one todo
+	VerbClaim     Verb = "claim"      // lease the next ready todo
+	VerbHeartbeat Verb = "heartbeat"  // extend a lease
+	VerbComplete  Verb = "complete"   // finish a leased todo
+	VerbFail      Verb = "fail"       // give up on a leased todo, to be retried
+	VerbRelease   Verb = "release"    // hand a leased todo back unfinished
+	VerbCancel    Verb = "cancel"     // cancel a queued todo (queue owner only)
+	VerbRedrive   Verb = "redrive"    // re-queue a dead todo (queue owner only)
+)
+
+// GrantableVerbs are the verbs a friend grant may carry: create_for and the
+// drain verbs.
+var GrantableVerbs = []Verb{VerbCreateFor, VerbList, VerbGet, VerbClaim, VerbHeartbeat, VerbComplete, VerbFail, VerbRelease}
+
+var allVerbs = append(slices.Clone(GrantableVerbs), VerbCancel, VerbRedrive)
+
+// ApprovalsQueue is the reserved name of a human's approvals queue, where
+// friend requests to any of their personas land. It is never grantable to a
+// friend; a human may Vend their own agent list and get on it so the agent
+// can show pending approvals — but approving is a human act no credential
+// can perform.
+const ApprovalsQueue = "_approvals"
+
+// Describe says in plain words what v lets the holder do.
+func (v Verb) Describe() string {
+	switch v {
+	case VerbCreateFor:
+		return "create todos"
+	case VerbList:
+		return "list the todos it created"
+	case VerbGet:
+		return "read the todos it created"
+	case VerbClaim:
+		return "claim todos to work on"
+	case VerbHeartbeat:
+		return "extend its leases"
+	case VerbComplete:
+		return "complete claimed todos"
+	case VerbFail:
+		return "fail claimed todos"
+	case VerbRelease:
+		return "release claimed todos"
+	case VerbCancel:
+		return "cancel queued todos"
+	case VerbRedrive:
+		return "re-queue dead todos"
+	}
+	return string(v)
+}
+
+// ScopeEntry grants verbs over one queue.
+type ScopeEntry struct {
+	Queue string `json:"queue"`
+	Verbs []Verb `json:"verbs"`
+}
+
+// Scope is a set of (queue, verbs) entries. A normalized scope (see
+// Normalize) has its entries sorted by queue, one entry per queue, verbs
+// sorted and unique, and no entry without verbs. The nil Scope is empty.
+type Scope []ScopeEntry
+
+// Normalize returns s in normal form: entries for one queue merged, verbs
+// sorted and deduplicated, empty entries dropped. It does not validate names
+// or verbs; Validate does.
+func Normalize(s Scope) Scope {
+	byQueue := map[string][]Verb{}
+	for _, e := range s {
+		byQueue[e.Queue] = append(byQueue[e.Queue], e.Verbs...)
+	}
+	out := make(Scope, 0, len(byQueue))
+	for q, vs := range byQueue {
+		slices.Sort(vs)
+		vs = slices.Compact(vs)
+		if len(vs) == 0 {
+			continue
+		}
+		out = append(out, ScopeEntry{Queue: q, Verbs: vs})
+	}
+	slices.SortFunc(out, func(a, b ScopeEntry) int { return strings.Compare(a.Queue, b.Queue) })
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+// Allows reports whether s holds verb v on queue q.
+func (s Scope) Allows(q string, v Verb) bool {
+	for _, e := range s {
+		if e.Queue == q && slices.Contains(e.Verbs, v) {
+			return true
+		}
+	}
+	return false
+}
+
+// Has reports whether s names queue q with any verb.
+func (s Scope) Has(q string) bool {
+	for _, e := range s {
+		if e.Queue == q && len(e.Verbs) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// Intersect returns the normalized scope of the (queue, verb) pairs held by
+// both s and o.
+func Intersect(s, o Scope) Scope {
+	var out Scope
+	for _, e := range Normalize(s) {
+		var vs []Verb
+		for _, v := range e.Verbs {
+			if o.Allows(e.Queue, v) {
+				vs = append(vs, v)
+			}
+		}
+		if len(vs) > 0 {
+			out = append(out, ScopeEntry{Queue: e.Queue, Verbs: vs})
+		}
+	}
+	return out
+}
+
+// Subset reports whether every (queue, verb) pair of s is held by o.
+func Subset(s, o Scope) bool {
+	for _, e := range s {
+		for _, v := range e.Verbs {
+			if !o.Allows(e.Queue, v) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// Equal reports whether s and o hold the same (queue, verb) pairs.
+func Equal(s, o Scope) bool { return Subset(s, o) && Subset(o, s) }
+
+// Describe renders s in plain words, one line per queue.
+func (s Scope) Describe() []string {
+	var out []string
+	for _, e := range Normalize(s) {
+		words := make([]string, len(e.Verbs))
+		for i, v := range e.Verbs {
+			words[i] = v.Describe()
+		}
+		out = append(out, fmt.Sprintf("queue %q: %s", e.Queue, strings.Join(words, ", ")))
+	}
+	return out
+}
+
+// validateScope normalizes s and checks its names, verbs and size. friend
+// restricts it to GrantableVerbs and non-reserved queues.
+func (s *Switchboard) validateScope(sc Scope, friend bool) (Scope, error) {
+	n := Normalize(sc)
+	if len(n) == 0 {
+		return nil, invalid("empty scope")
+	}
+	if len(n) > s.limits.MaxScopeEntries {
+		return nil, invalid("scope has %d queues, limit %d", len(n), s.limits.MaxScopeEntries)
+	}
+	for _, e := range n {
+		if e.Queue == ApprovalsQueue && !friend {
+			for _, v := range e.Verbs {
+				if v != VerbList && v != VerbGet {
+					return nil, invalid("verb %q on %s: only list and get are allowed there", v, ApprovalsQueue)
+				}
+			}
+			continue
+		}
+		if err := s.checkQueueName(e.Queue); err != nil {
+			return nil, err
+		}
+		for _, v := range e.Verbs {
+			allowed := allVerbs
+			if friend {
+				allowed = GrantableVerbs
+			}
+			if !slices.Contains(allowed, v) {
+				return nil, invalid("verb %q is not grantable here", v)
+			}
+		}
+	}
+	return n, nil
+}

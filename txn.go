@@ -1,0 +1,185 @@
+// The transaction wrapper, record encoding, key building and the table list
+// (the schema, in one place).
+
+package switchboard
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/switchboardhq/switchboard/store"
+)
+
+// Table names. Keys inside them are described where they are written.
+const (
+	tPersonas     = "personas"       // persona id → personaRec
+	tEdges        = "edges"          // edge id → edgeRec
+	tEdgePending  = "edge_pending"   // from \x00 to → edge id (at most one pending per direction)
+	tEdgeLive     = "edge_live"      // from \x00 to → edge id (at most one approved per direction)
+	tGrants       = "grants"         // grant id → grantRec
+	tCredIndex    = "grant_cred"     // sha256(credential) → grant id
+	tTodos        = "todos"          // todo id → todoRec
+	tReady        = "todo_ready"     // queue key \x00 prio \x00 available-at \x00 seq → todo id
+	tLeases       = "todo_leases"    // queue key \x00 lease expiry \x00 todo id → ""
+	tDedup        = "todo_dedup"     // grant id \x00 dedup key → todo id
+	tByGrant      = "todo_grant"     // grant id \x00 seq → todo id
+	tByQueue      = "todo_queue"     // queue key \x00 seq → todo id
+	tGrantExp     = "grant_expiry"   // expiry, grant id → "" (grants that expire)
+	tReplay       = "oidc_replay"    // sha256(id token) → expiry
+	tReplayExp    = "oidc_expiry"    // expiry, sha256(id token) → "" (for purging)
+	tEdgeByReq    = "edge_requester" // requester human \x00 edge id → pending expiry, or "" if approved (live edges)
+	tEdgeByTarget = "edge_target"    // target human \x00 edge id → expiry (pending edges)
+	tBuckets      = "quota_buckets"  // "req"|"tgt" \x00 human → bucket
+	tCooldown     = "quota_cooldown" // requester human \x00 target persona → until
+	tBlocks       = "blocks"         // blocking human \x00 blocked human → blockRec
+	tEvents       = "events"         // seq → Event
+	tMeta         = "meta"           // counters
+)
+
+// txn is one store transaction plus the helpers every operation shares.
+type txn struct {
+	tx  store.Tx
+	now time.Time
+}
+
+// update runs fn in one store Update with the clock read once, so every
+// record written by one operation carries the same time. The clock is read
+// inside the transaction, not before it: transactions run one at a time, so
+// their times follow their commit order however long one waited for its
+// turn (a lease granted later never starts before one granted earlier).
+func (s *Switchboard) update(ctx context.Context, fn func(*txn) error) error {
+	return s.st.Update(ctx, func(tx store.Tx) error { return fn(&txn{tx: tx, now: s.now().UTC()}) })
+}
+
+// view runs fn in one store View, with the clock read inside it.
+func (s *Switchboard) view(ctx context.Context, fn func(*txn) error) error {
+	return s.st.View(ctx, func(tx store.Tx) error { return fn(&txn{tx: tx, now: s.now().UTC()}) })
+}
+
+// get decodes the record under key; a missing record is ErrNotFound with
+// what as context.
+func (t *txn) get(table string, key string, v any, what string) error {
+	b, err := t.tx.Get(table, []byte(key))
+	if errors.Is(err, store.ErrNotFound) {
+		return notFound(what)
+	}
+	if err != nil {
+		return fmt.Errorf("switchboard: read %s: %w", table, err)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("switchboard: decode %s %q: %w", table, key, err)
+	}
+	return nil
+}
+
+func (t *txn) put(table string, key string, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("switchboard: encode %s: %w", table, err)
+	}
+	return t.tx.Put(table, []byte(key), b)
+}
+
+func (t *txn) putRaw(table string, key string, v string) error {
+	return t.tx.Put(table, []byte(key), []byte(v))
+}
+
+func (t *txn) del(table string, key string) error {
+	return t.tx.Delete(table, []byte(key))
+}
+
+// lookup returns the string value stored under key, or "" if absent.
+func (t *txn) lookup(table, key string) (string, error) {
+	b, err := t.tx.Get(table, []byte(key))
+	if errors.Is(err, store.ErrNotFound) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("switchboard: read %s: %w", table, err)
+	}
+	return string(b), nil
+}
+
+// nextSeq returns a store-wide increasing sequence number.
+func (t *txn) nextSeq() (uint64, error) {
+	var n uint64
+	b, err := t.tx.Get(tMeta, []byte("seq"))
+	switch {
+	case err == nil:
+		n = binary.BigEndian.Uint64(b)
+	case !errors.Is(err, store.ErrNotFound):
+		return 0, err
+	}
+	n++
+	return n, t.tx.Put(tMeta, []byte("seq"), binary.BigEndian.AppendUint64(nil, n))
+}
+
+// prefixEnd returns the smallest key greater than every key with prefix p.
+func prefixEnd(p string) []byte {
+	b := []byte(p)
+	for i := len(b) - 1; i >= 0; i-- {
+		if b[i] < 0xff {
+			b[i]++
+			return b[:i+1]
+		}
+	}
+	return nil
+}
+
+// scanPrefix visits keys starting with prefix in order until fn returns
+// false or an error.
+func (t *txn) scanPrefix(table, prefix string, fn func(k, v string) (bool, error)) error {
+	var ferr error
+	err := t.tx.Scan(table, []byte(prefix), prefixEnd(prefix), func(k, v []byte) bool {
+		more, err := fn(string(k), string(v))
+		if err != nil {
+			ferr = err
+			return false
+		}
+		return more
+	})
+	if err != nil {
+		return err
+	}
+	return ferr
+}
+
+// newID returns prefix_ followed by 96 random bits in hex.
+func newID(prefix string) string {
+	var b [12]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic("switchboard: crypto/rand failed: " + err.Error())
+	}
+	return prefix + "_" + hex.EncodeToString(b[:])
+}
+
+// be64 encodes n so that byte order equals numeric order.
+func be64(n uint64) string { return string(binary.BigEndian.AppendUint64(nil, n)) }
+
+// timeKey encodes t so that byte order equals time order (times before
+// 1970 sort as 1970).
+func timeKey(t time.Time) string {
+	n := t.UnixNano()
+	if n < 0 {
+		n = 0
+	}
+	return be64(uint64(n))
+}
+
+// fromTimeKey decodes timeKey.
+func fromTimeKey(k string) time.Time {
+	if len(k) < 8 {
+		return time.Time{}
+	}
+	return time.Unix(0, int64(binary.BigEndian.Uint64([]byte(k[:8])))).UTC()
+}
+
+const sep = "\x00"
+
+func isClosed(err error) bool { return errors.Is(err, ErrClosed) }
