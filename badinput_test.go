@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	sb "github.com/switchboardhq/switchboard"
+	"github.com/switchboardhq/switchboard/agentcard"
 )
 
 func TestRequestRejectsBadInput(t *testing.T) {
@@ -100,7 +101,7 @@ func TestHumanActsRejectBadInput(t *testing.T) {
 
 		_, err = h.sb.Publish(ctx, sb.Persona{ID: "bob-desk", Owner: h.alice, Card: card("x")})
 		require.ErrorIs(t, err, sb.ErrConflict, "a persona id owned by someone else")
-		_, err = h.sb.Publish(ctx, sb.Persona{ID: "x", Owner: h.alice, Card: sb.AgentCard{Name: "x"}})
+		_, err = h.sb.Publish(ctx, sb.Persona{ID: "x", Owner: h.alice, Card: agentcard.Card{Name: "x"}})
 		require.ErrorIs(t, err, sb.ErrInvalidArgument, "card without description and version")
 		_, err = h.sb.Publish(ctx, sb.Persona{ID: "_reserved", Owner: h.alice, Card: card("x")})
 		require.ErrorIs(t, err, sb.ErrInvalidArgument)

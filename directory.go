@@ -7,14 +7,16 @@ import (
 	"context"
 	"fmt"
 	"strings"
+
+	"github.com/switchboardhq/switchboard/agentcard"
 )
 
 // Listing is what the directory reveals about a discoverable persona: its id
 // and its card, and nothing else — not its owner, its other personas, its
 // friends or its queues.
 type Listing struct {
-	ID   string    `json:"id"`
-	Card AgentCard `json:"card"`
+	ID   string         `json:"id"`
+	Card agentcard.Card `json:"card"`
 }
 
 // Lookup resolves id in the configured directories, in order, and returns
@@ -116,7 +118,7 @@ func (q *Query) normalize() error {
 	return nil
 }
 
-func (q Query) match(c AgentCard) bool {
+func (q Query) match(c agentcard.Card) bool {
 	if q.Name != "" && !strings.Contains(strings.ToLower(c.Name), strings.ToLower(q.Name)) {
 		return false
 	}

@@ -16,12 +16,12 @@
 //
 // # The flow
 //
-//  1. Discover: [Switchboard.Publish] a [Persona] with an A2A [AgentCard];
+//  1. Discover: [Switchboard.Publish] a [Persona] with an A2A [agentcard.Card];
 //     others [Switchboard.Lookup] or [Switchboard.Search] it. Only the
 //     directories in Config.Directories are consulted (default the store's
 //     own, [NewLocalDirectory]; [NewRemoteDirectory] adds allow-listed
 //     origins), and only discoverable personas resolve. Cards can be signed
-//     ([SignCard]) and verified ([VerifyCardSignature], [CardTrust]).
+//     ([agentcard.Sign]) and verified ([agentcard.Verify], [agentcard.Trust]).
 //  2. Request: [Switchboard.Request] with a [FriendRequest]. Its ID token must
 //     come from an allow-listed [Issuer], name A's owner as subject, be fresh,
 //     and carry [RequestNonce] of the request as its nonce.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/switchboardhq/switchboard/agentcard"
 	"github.com/switchboardhq/switchboard/store"
 )
 
@@ -43,8 +44,8 @@ var (
 	ErrConflict = errors.New("conflict")
 	// ErrCardSignature: an Agent Card's signatures do not verify against the
 	// keys the directory trusts, or a signature is required and there is
-	// none.
-	ErrCardSignature = errors.New("agent card signature rejected")
+	// none. It is agentcard.ErrSignature, re-exported.
+	ErrCardSignature = agentcard.ErrSignature
 	// ErrQuotaExceeded: a friend request would go over a count limit (live
 	// edges of the requesting human, pending requests waiting for the
 	// target human). The error is a *RetryError.
@@ -62,6 +63,15 @@ var (
 
 func invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidArgument}, args...)...)
+}
+
+// cardErr adds ErrInvalidArgument to an agentcard error that wraps
+// agentcard.ErrInvalid, so callers of this package match one sentinel.
+func cardErr(err error) error {
+	if errors.Is(err, agentcard.ErrInvalid) && !errors.Is(err, ErrInvalidArgument) {
+		return fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+	}
+	return err
 }
 
 func notFound(what string) error { return fmt.Errorf("%w: %s", ErrNotFound, what) }

@@ -2,6 +2,9 @@ package switchboard_test
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"errors"
 	"path/filepath"
 	"sort"
@@ -9,9 +12,11 @@ import (
 	"testing"
 	"time"
 
+	jose "github.com/go-jose/go-jose/v4"
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchboardhq/switchboard"
+	"github.com/switchboardhq/switchboard/agentcard"
 	"github.com/switchboardhq/switchboard/internal/testissuer"
 	"github.com/switchboardhq/switchboard/store"
 	"github.com/switchboardhq/switchboard/store/bolt"
@@ -124,9 +129,9 @@ func newHarness(t testing.TB, st store.Store) *harness {
 	return h
 }
 
-func card(name string) switchboard.AgentCard {
+func card(name string) agentcard.Card {
 	return switchboard.PersonaCard(name, "test agent "+name, "1.0.0", "https://hub.example/agents/"+name,
-		switchboard.AgentSkill{ID: "todo", Name: "Todos", Description: "takes todos", Tags: []string{"todo"}})
+		agentcard.Skill{ID: "todo", Name: "Todos", Description: "takes todos", Tags: []string{"todo"}})
 }
 
 func (h *harness) publish(owner switchboard.Human, id string, discoverable bool) {
@@ -249,4 +254,20 @@ func memoryStore(t testing.TB) store.Store {
 	s := memory.New()
 	t.Cleanup(func() { _ = s.Close() })
 	return s
+}
+
+// cardKey is an ES256 card-signing key and the key set that trusts it.
+type cardKey struct {
+	priv jose.JSONWebKey
+	pub  *jose.JSONWebKeySet
+}
+
+func newCardKey(t *testing.T, kid string) cardKey {
+	t.Helper()
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	return cardKey{
+		priv: jose.JSONWebKey{Key: k, KeyID: kid, Algorithm: "ES256"},
+		pub:  &jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: k.Public(), KeyID: kid, Algorithm: "ES256", Use: "sig"}}},
+	}
 }

@@ -3,9 +3,12 @@
 package switchboard
 
 import (
+	"fmt"
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/switchboardhq/switchboard/internal/text"
 )
 
 // Limits bounds the size of inputs. Every limit is in bytes unless it says
@@ -58,21 +61,10 @@ func (s *Switchboard) checkName(what, v string) error {
 func (s *Switchboard) checkQueueName(q string) error { return s.checkName("queue name", q) }
 
 // checkText refuses invalid UTF-8, control characters (newlines only where
-// allowed) and text over max bytes.
+// allowed) and text over max bytes, as ErrInvalidArgument.
 func checkText(what, v string, max int, newlines bool) error {
-	if len(v) > max {
-		return invalid("%s is %d bytes, limit %d", what, len(v), max)
-	}
-	if !utf8.ValidString(v) {
-		return invalid("%s is not valid UTF-8", what)
-	}
-	for _, r := range v {
-		if r == '\n' && newlines {
-			continue
-		}
-		if unicode.IsControl(r) || unicode.Is(unicode.Cf, r) {
-			return invalid("%s contains control character %U", what, r)
-		}
+	if err := text.Check(what, v, max, newlines); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidArgument, err)
 	}
 	return nil
 }

@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
+
+	"github.com/switchboardhq/switchboard/agentcard"
 )
 
 // BindingSwitchboard is the protocol binding of the interfaces on a card a
@@ -18,10 +20,10 @@ const BindingSwitchboard = "urn:switchboard:discovery:v1"
 // PersonaCard returns a valid Agent Card for a persona: one
 // BindingSwitchboard interface at url (where the host serves the card),
 // JSON in and out, and skills. Set more fields on the result as needed.
-func PersonaCard(name, description, version, url string, skills ...AgentSkill) AgentCard {
-	return AgentCard{
+func PersonaCard(name, description, version, url string, skills ...agentcard.Skill) agentcard.Card {
+	return agentcard.Card{
 		Name: name, Description: description, Version: version,
-		SupportedInterfaces: []AgentInterface{{URL: url, ProtocolBinding: BindingSwitchboard, ProtocolVersion: "1.0"}},
+		SupportedInterfaces: []agentcard.Interface{{URL: url, ProtocolBinding: BindingSwitchboard, ProtocolVersion: "1.0"}},
 		DefaultInputModes:   []string{"application/json"},
 		DefaultOutputModes:  []string{"application/json"},
 		Skills:              skills,
@@ -32,9 +34,9 @@ func isTrue(b *bool) bool { return b != nil && *b }
 
 // checkPersonaCard adds the rule for cards personas publish: nothing in them
 // may invite direct A2A task delivery.
-func checkPersonaCard(c AgentCard) error {
+func checkPersonaCard(c agentcard.Card) error {
 	if err := c.Validate(); err != nil {
-		return err
+		return cardErr(err)
 	}
 	for i, in := range c.SupportedInterfaces {
 		if in.ProtocolBinding != BindingSwitchboard {
@@ -50,12 +52,12 @@ func checkPersonaCard(c AgentCard) error {
 // Persona is an agent identity owned by one human and announced with an
 // Agent Card. Its queues are addressed by name under its id.
 type Persona struct {
-	ID           string    `json:"id"`
-	Owner        Human     `json:"owner"`
-	Card         AgentCard `json:"card"`
-	Discoverable bool      `json:"discoverable"`
-	CreatedAt    time.Time `json:"created_at"`
-	UpdatedAt    time.Time `json:"updated_at"`
+	ID           string         `json:"id"`
+	Owner        Human          `json:"owner"`
+	Card         agentcard.Card `json:"card"`
+	Discoverable bool           `json:"discoverable"`
+	CreatedAt    time.Time      `json:"created_at"`
+	UpdatedAt    time.Time      `json:"updated_at"`
 }
 
 // Publish stores a persona in the local directory, or updates the card and

@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/switchboardhq/switchboard/agentcard"
 	"github.com/switchboardhq/switchboard/store"
 )
 
@@ -74,14 +75,14 @@ type RemoteOptions struct {
 	Client *http.Client
 	// Timeout bounds one fetch. Default 5 seconds.
 	Timeout time.Duration
-	// MaxBytes bounds a card response. Default MaxCardBytes (256 KiB).
+	// MaxBytes bounds a card response. Default agentcard.MaxBytes (256 KiB).
 	MaxBytes int
 	// LegacyPath also tries /.well-known/agent.json (v0.2-era peers) when
 	// /.well-known/agent-card.json is not found.
 	LegacyPath bool
 	// Trust is the signature policy and the keys trusted for this
 	// directory's cards.
-	Trust CardTrust
+	Trust agentcard.Trust
 	// Clock times cache entries. Default the system clock.
 	Clock Clock
 	// MaxAge caps how long a card is cached, whatever the server says.
@@ -109,7 +110,7 @@ type RemoteDirectory struct {
 }
 
 type cached struct {
-	card    AgentCard
+	card    agentcard.Card
 	etag    string
 	expires time.Time
 	err     error // a remembered failure, until expires
@@ -128,20 +129,14 @@ func NewRemoteDirectory(o RemoteOptions) (*RemoteDirectory, error) {
 		}
 		d.origins[origin] = true
 	}
-	if _, err := cardAlgorithms(o.Trust.Algorithms); err != nil {
-		return nil, err
-	}
-	if o.Trust.Policy < CardSignaturesOff || o.Trust.Policy > CardSignaturesRequired {
-		return nil, invalid("unknown CardPolicy %d", o.Trust.Policy)
-	}
-	if o.Trust.Policy != CardSignaturesOff && o.Trust.Keys == nil {
-		return nil, invalid("a signature policy needs trusted keys")
+	if err := o.Trust.Validate(); err != nil {
+		return nil, cardErr(err)
 	}
 	if o.Timeout <= 0 {
 		d.o.Timeout = 5 * time.Second
 	}
-	if o.MaxBytes <= 0 || o.MaxBytes > MaxCardBytes {
-		d.o.MaxBytes = MaxCardBytes
+	if o.MaxBytes <= 0 || o.MaxBytes > agentcard.MaxBytes {
+		d.o.MaxBytes = agentcard.MaxBytes
 	}
 	if o.MaxAge <= 0 {
 		d.o.MaxAge = time.Hour
@@ -248,7 +243,7 @@ func (d *RemoteDirectory) Search(ctx context.Context, q Query) ([]Listing, error
 	return out, nil
 }
 
-func (d *RemoteDirectory) fetch(ctx context.Context, o string) (AgentCard, error) {
+func (d *RemoteDirectory) fetch(ctx context.Context, o string) (agentcard.Card, error) {
 	now := d.o.Clock.Now()
 	d.mu.Lock()
 	hit, ok := d.cache[o]
@@ -263,7 +258,7 @@ func (d *RemoteDirectory) fetch(ctx context.Context, o string) (AgentCard, error
 	if d.o.LegacyPath {
 		paths = append(paths, "/.well-known/agent.json")
 	}
-	var c AgentCard
+	var c agentcard.Card
 	var err error
 	for _, p := range paths {
 		if c, err = d.get(ctx, o, p, hit, ok); !errors.Is(err, errNoCard) {
@@ -278,12 +273,12 @@ func (d *RemoteDirectory) fetch(ctx context.Context, o string) (AgentCard, error
 
 var errNoCard = errors.New("no agent card at the well-known path")
 
-func (d *RemoteDirectory) get(ctx context.Context, o, path string, hit cached, have bool) (AgentCard, error) {
+func (d *RemoteDirectory) get(ctx context.Context, o, path string, hit cached, have bool) (agentcard.Card, error) {
 	ctx, cancel := context.WithTimeout(ctx, d.o.Timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, o+path, nil)
 	if err != nil {
-		return AgentCard{}, err
+		return agentcard.Card{}, err
 	}
 	req.Header.Set("Accept", "application/json")
 	if have && hit.etag != "" {
@@ -291,7 +286,7 @@ func (d *RemoteDirectory) get(ctx context.Context, o, path string, hit cached, h
 	}
 	resp, err := d.client.Do(req)
 	if err != nil {
-		return AgentCard{}, err
+		return agentcard.Card{}, err
 	}
 	defer resp.Body.Close()
 	maxAge, store := cacheFor(resp.Header)
@@ -304,26 +299,26 @@ func (d *RemoteDirectory) get(ctx context.Context, o, path string, hit cached, h
 		d.remember(o, hit, store)
 		return hit.card, nil
 	case resp.StatusCode == http.StatusNotFound:
-		return AgentCard{}, errNoCard
+		return agentcard.Card{}, errNoCard
 	case resp.StatusCode != http.StatusOK:
-		return AgentCard{}, fmt.Errorf("status %s", resp.Status)
+		return agentcard.Card{}, fmt.Errorf("status %s", resp.Status)
 	}
 	if resp.ContentLength > int64(d.o.MaxBytes) {
-		return AgentCard{}, invalid("card is %d bytes, limit %d", resp.ContentLength, d.o.MaxBytes)
+		return agentcard.Card{}, invalid("card is %d bytes, limit %d", resp.ContentLength, d.o.MaxBytes)
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, int64(d.o.MaxBytes)+1))
 	if err != nil {
-		return AgentCard{}, err
+		return agentcard.Card{}, err
 	}
 	if len(body) > d.o.MaxBytes {
-		return AgentCard{}, invalid("card is larger than %d bytes", d.o.MaxBytes)
+		return agentcard.Card{}, invalid("card is larger than %d bytes", d.o.MaxBytes)
 	}
-	c, err := ParseAgentCard(body)
+	c, err := agentcard.Parse(body)
 	if err != nil {
-		return AgentCard{}, err
+		return agentcard.Card{}, cardErr(err)
 	}
-	if err := d.o.Trust.check(c); err != nil {
-		return AgentCard{}, err
+	if err := d.o.Trust.Check(c); err != nil {
+		return agentcard.Card{}, cardErr(err)
 	}
 	d.remember(o, cached{card: c, etag: resp.Header.Get("ETag"), expires: d.o.Clock.Now().Add(maxAge)}, store)
 	return c, nil

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	sb "github.com/switchboardhq/switchboard"
+	"github.com/switchboardhq/switchboard/agentcard"
 )
 
 // cardServer is a real HTTP server for one agent's card. Its handler can be
@@ -56,15 +57,15 @@ func (cs *cardServer) count(path string) int {
 	return cs.hits[path]
 }
 
-func remoteCard(name string, tags ...string) sb.AgentCard {
+func remoteCard(name string, tags ...string) agentcard.Card {
 	if len(tags) == 0 {
 		tags = []string{"general"}
 	}
-	return sb.AgentCard{
+	return agentcard.Card{
 		Name: name, Description: "a remote agent", Version: "1.0",
-		SupportedInterfaces: []sb.AgentInterface{{URL: "https://agent.example/a2a", ProtocolBinding: "JSONRPC", ProtocolVersion: "1.0"}},
+		SupportedInterfaces: []agentcard.Interface{{URL: "https://agent.example/a2a", ProtocolBinding: "JSONRPC", ProtocolVersion: "1.0"}},
 		DefaultInputModes:   []string{"text/plain"}, DefaultOutputModes: []string{"text/plain"},
-		Skills: []sb.AgentSkill{{ID: "s", Name: "Skill", Description: "does things", Tags: tags}},
+		Skills: []agentcard.Skill{{ID: "s", Name: "Skill", Description: "does things", Tags: tags}},
 	}
 }
 
@@ -118,7 +119,7 @@ func TestRemoteDirectoryFetchesOnlyAllowListedOrigins(t *testing.T) {
 
 	_, err = sb.NewRemoteDirectory(sb.RemoteOptions{Origins: []string{"https://a.example/path"}})
 	require.ErrorIs(t, err, sb.ErrInvalidArgument)
-	_, err = sb.NewRemoteDirectory(sb.RemoteOptions{Origins: []string{allowed.URL}, Trust: sb.CardTrust{Policy: sb.CardSignaturesRequired}})
+	_, err = sb.NewRemoteDirectory(sb.RemoteOptions{Origins: []string{allowed.URL}, Trust: agentcard.Trust{Policy: agentcard.SignaturesRequired}})
 	require.ErrorIs(t, err, sb.ErrInvalidArgument, "a policy without keys")
 }
 
@@ -234,27 +235,27 @@ func TestRemoteDirectoryCaching(t *testing.T) {
 
 func TestRemoteDirectorySignaturePolicies(t *testing.T) {
 	key := newCardKey(t, "dir-1")
-	signed, err := sb.SignCard(remoteCard("Signed"), key.priv)
+	signed, err := agentcard.Sign(remoteCard("Signed"), key.priv)
 	require.NoError(t, err)
 	signedJSON := mustJSON(t, signed)
 	tampered := []byte(strings.Replace(string(signedJSON), `"Signed"`, `"Forged"`, 1))
 	unsigned := mustJSON(t, remoteCard("Unsigned"))
 
 	for _, tc := range []struct {
-		policy sb.CardPolicy
+		policy agentcard.Policy
 		body   []byte
 		ok     bool
 	}{
-		{sb.CardSignaturesOff, tampered, true},
-		{sb.CardSignaturesIfPresent, unsigned, true},
-		{sb.CardSignaturesIfPresent, signedJSON, true},
-		{sb.CardSignaturesIfPresent, tampered, false},
-		{sb.CardSignaturesRequired, unsigned, false},
-		{sb.CardSignaturesRequired, tampered, false},
-		{sb.CardSignaturesRequired, signedJSON, true},
+		{agentcard.SignaturesOff, tampered, true},
+		{agentcard.SignaturesIfPresent, unsigned, true},
+		{agentcard.SignaturesIfPresent, signedJSON, true},
+		{agentcard.SignaturesIfPresent, tampered, false},
+		{agentcard.SignaturesRequired, unsigned, false},
+		{agentcard.SignaturesRequired, tampered, false},
+		{agentcard.SignaturesRequired, signedJSON, true},
 	} {
 		srv := newCardServer(t, serveJSON(tc.body, nil))
-		d := remote(t, sb.RemoteOptions{Origins: []string{srv.URL}, Trust: sb.CardTrust{Policy: tc.policy, Keys: key.pub}})
+		d := remote(t, sb.RemoteOptions{Origins: []string{srv.URL}, Trust: agentcard.Trust{Policy: tc.policy, Keys: key.pub}})
 		_, err := d.Lookup(ctx, srv.URL)
 		if tc.ok {
 			require.NoError(t, err, "policy %d", tc.policy)

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/switchboardhq/switchboard"
+	"github.com/switchboardhq/switchboard/agentcard"
 	"github.com/switchboardhq/switchboard/internal/testissuer"
 	"github.com/switchboardhq/switchboard/store/bolt"
 )
@@ -62,10 +63,10 @@ func run(ctx context.Context) error {
 	for _, p := range []switchboard.Persona{
 		{ID: "alice-travel", Owner: alice, Discoverable: true, Card: switchboard.PersonaCard(
 			"Alice's travel agent", "Books trips for Alice", "1.0", "https://hub.example/agents/alice-travel",
-			switchboard.AgentSkill{ID: "book", Name: "Book travel", Description: "Flights and hotels", Tags: []string{"travel"}})},
+			agentcard.Skill{ID: "book", Name: "Book travel", Description: "Flights and hotels", Tags: []string{"travel"}})},
 		{ID: "bob-accounts", Owner: bob, Discoverable: true, Card: switchboard.PersonaCard(
 			"Bob's accounts desk", "Pays approved invoices", "2.1", "https://hub.example/agents/bob-accounts",
-			switchboard.AgentSkill{ID: "pay", Name: "Pay invoices", Description: "Pays invoices", Tags: []string{"finance"}})},
+			agentcard.Skill{ID: "pay", Name: "Pay invoices", Description: "Pays invoices", Tags: []string{"finance"}})},
 	} {
 		if _, err := sb.Publish(ctx, p); err != nil {
 			return err

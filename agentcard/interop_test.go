@@ -1,4 +1,4 @@
-package switchboard_test
+package agentcard_test
 
 import (
 	"bytes"
@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	sb "github.com/switchboardhq/switchboard"
+	"github.com/switchboardhq/switchboard/agentcard"
 )
 
 // node runs an interop script of the official A2A JS SDK with input on
@@ -21,7 +21,7 @@ import (
 // it); without it — a machine with only Go — the test is skipped, saying so.
 func node(t *testing.T, script string, input any) (string, error) {
 	t.Helper()
-	if _, err := os.Stat("interop/js/node_modules/@a2a-js/sdk"); err != nil {
+	if _, err := os.Stat("../interop/js/node_modules/@a2a-js/sdk"); err != nil {
 		t.Skip("the A2A JS SDK is not installed: run `npm ci --prefix interop/js` (CI does)")
 	}
 	bin, err := exec.LookPath("node")
@@ -31,7 +31,7 @@ func node(t *testing.T, script string, input any) (string, error) {
 	in, err := json.Marshal(input)
 	require.NoError(t, err)
 	cmd := exec.Command(bin, script)
-	cmd.Dir = "interop/js"
+	cmd.Dir = "../interop/js"
 	cmd.Stdin = bytes.NewReader(in)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
@@ -52,7 +52,7 @@ func TestCardSignaturesInteroperateWithA2AJSSDK(t *testing.T) {
 	pub, err := json.Marshal(jose.JSONWebKey{Key: key.priv.Key.(*ecdsa.PrivateKey).Public(), KeyID: "interop-1", Algorithm: "ES256"})
 	require.NoError(t, err)
 
-	c, err := sb.ParseAgentCard(readFixture(t, "card-v1.json"))
+	c, err := agentcard.Parse(readFixture(t, "card-v1.json"))
 	require.NoError(t, err)
 	c.Signatures = nil
 	cardJSON, err := json.Marshal(c)
@@ -61,18 +61,18 @@ func TestCardSignaturesInteroperateWithA2AJSSDK(t *testing.T) {
 	// JS signs, Go verifies.
 	out, err := node(t, "sign.mjs", map[string]json.RawMessage{"card": cardJSON, "jwk": priv})
 	require.NoError(t, err, out)
-	fromJS, err := sb.ParseAgentCard([]byte(out))
+	fromJS, err := agentcard.Parse([]byte(out))
 	require.NoError(t, err)
-	kid, err := sb.VerifyCardSignature(fromJS, key.pub, nil)
+	kid, err := agentcard.Verify(fromJS, key.pub, nil)
 	require.NoError(t, err, "a card signed by the JS SDK verifies with switchboard")
 	assert.Equal(t, "interop-1", kid)
-	tampered, err := sb.ParseAgentCard([]byte(strings.Replace(out, "Harbour Berth Scheduler", "Harbour Berth Schedulr", 1)))
+	tampered, err := agentcard.Parse([]byte(strings.Replace(out, "Harbour Berth Scheduler", "Harbour Berth Schedulr", 1)))
 	require.NoError(t, err)
-	_, err = sb.VerifyCardSignature(tampered, key.pub, nil)
-	require.ErrorIs(t, err, sb.ErrCardSignature)
+	_, err = agentcard.Verify(tampered, key.pub, nil)
+	require.ErrorIs(t, err, agentcard.ErrSignature)
 
 	// Go signs, JS verifies.
-	signed, err := sb.SignCard(c, key.priv)
+	signed, err := agentcard.Sign(c, key.priv)
 	require.NoError(t, err)
 	signedJSON, err := json.Marshal(signed)
 	require.NoError(t, err)

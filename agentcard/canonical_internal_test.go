@@ -1,4 +1,4 @@
-package switchboard
+package agentcard
 
 import (
 	"testing"
@@ -22,14 +22,14 @@ func TestCanonicalCardForm(t *testing.T) {
 	  "defaultInputModes": ["", "text/plain"],
 	  "version": "1\u00e9<>"
 	}`
-	got, err := canonicalCard(AgentCard{raw: []byte(raw)})
+	got, err := canonical(Card{raw: []byte(raw)})
 	require.NoError(t, err)
 	assert.Equal(t, `{"capabilities":{"extensions":[{"params":{"b":1.5},"uri":"urn:x"}],"pushNotifications":false,"streaming":false},`+
 		`"defaultInputModes":["text/plain"],"name":"Example Agent",`+
 		`"supportedInterfaces":[{"protocolBinding":"JSONRPC","protocolVersion":"1.0","url":"https://a.example"}],"version":"1é<>"}`, string(got))
 
 	// A v0.3 card keeps its own fields.
-	got, err = canonicalCard(AgentCard{raw: []byte(`{"url":"https://a.example","name":"n","signatures":[],"skills":[]}`), v03: true})
+	got, err = canonical(Card{raw: []byte(`{"url":"https://a.example","name":"n","signatures":[],"skills":[]}`), v03: true})
 	require.NoError(t, err)
 	assert.Equal(t, `{"name":"n","url":"https://a.example"}`, string(got))
 }

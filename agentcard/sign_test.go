@@ -1,4 +1,4 @@
-package switchboard_test
+package agentcard_test
 
 import (
 	"crypto/ecdsa"
@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	sb "github.com/switchboardhq/switchboard"
+	"github.com/switchboardhq/switchboard/agentcard"
 )
 
 type cardKey struct {
@@ -36,19 +36,19 @@ func newCardKey(t *testing.T, kid string) cardKey {
 // as a directory would receive it.
 func signedFixture(t *testing.T, key jose.JSONWebKey) string {
 	t.Helper()
-	c, err := sb.ParseAgentCard(readFixture(t, "card-v1.json"))
+	c, err := agentcard.Parse(readFixture(t, "card-v1.json"))
 	require.NoError(t, err)
 	c.Signatures = nil
-	signed, err := sb.SignCard(c, key)
+	signed, err := agentcard.Sign(c, key)
 	require.NoError(t, err)
 	b, err := json.Marshal(signed)
 	require.NoError(t, err)
 	return string(b)
 }
 
-func reparse(t *testing.T, s string) sb.AgentCard {
+func reparse(t *testing.T, s string) agentcard.Card {
 	t.Helper()
-	c, err := sb.ParseAgentCard([]byte(s))
+	c, err := agentcard.Parse([]byte(s))
 	require.NoError(t, err)
 	return c
 }
@@ -70,7 +70,7 @@ func forgeSig(t *testing.T, card string, hdr map[string]any, key any, alg jose.S
 	t.Helper()
 	c := reparse(t, card)
 	c.Signatures = nil
-	payload, err := sb.CardPayload(c)
+	payload, err := agentcard.Payload(c)
 	require.NoError(t, err)
 	opts := &jose.SignerOptions{}
 	for k, v := range hdr {
@@ -83,7 +83,7 @@ func forgeSig(t *testing.T, card string, hdr map[string]any, key any, alg jose.S
 	compact, err := jws.CompactSerialize()
 	require.NoError(t, err)
 	p := strings.Split(compact, ".")
-	c.Signatures = []sb.AgentCardSignature{{Protected: p[0], Signature: p[2]}}
+	c.Signatures = []agentcard.Signature{{Protected: p[0], Signature: p[2]}}
 	b, err := json.Marshal(c)
 	require.NoError(t, err)
 	return string(b)
@@ -101,7 +101,7 @@ func TestCardSignatures(t *testing.T) {
 	other := newCardKey(t, "port-1") // same kid, different key: an untrusted signer
 	signed := signedFixture(t, good.priv)
 
-	kid, err := sb.VerifyCardSignature(reparse(t, signed), good.pub, nil)
+	kid, err := agentcard.Verify(reparse(t, signed), good.pub, nil)
 	require.NoError(t, err, "a signed card verifies")
 	assert.Equal(t, "port-1", kid)
 
@@ -143,28 +143,28 @@ func TestCardSignatures(t *testing.T) {
 			&jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: p384.Key.(*ecdsa.PrivateKey).Public(), KeyID: "p384"}}}, nil, false},
 		{"a second signature verifies", func() string {
 			c := reparse(t, forgeSig(t, signed, map[string]any{"kid": "nobody"}, other.priv.Key, jose.ES256))
-			c2, err := sb.SignCard(c, good.priv)
+			c2, err := agentcard.Sign(c, good.priv)
 			require.NoError(t, err)
 			b, _ := json.Marshal(c2)
 			return string(b)
 		}(), good.pub, nil, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := sb.VerifyCardSignature(reparse(t, tc.card), tc.keys, tc.algs)
+			_, err := agentcard.Verify(reparse(t, tc.card), tc.keys, tc.algs)
 			if tc.valid {
 				require.NoError(t, err)
 			} else {
-				require.ErrorIs(t, err, sb.ErrCardSignature)
+				require.ErrorIs(t, err, agentcard.ErrSignature)
 			}
 		})
 	}
 
-	_, err = sb.VerifyCardSignature(reparse(t, signed), good.pub, []string{"HS256"})
-	require.ErrorIs(t, err, sb.ErrInvalidArgument, "HMAC is never allowed")
+	_, err = agentcard.Verify(reparse(t, signed), good.pub, []string{"HS256"})
+	require.ErrorIs(t, err, agentcard.ErrInvalid, "HMAC is never allowed")
 	unsigned := reparse(t, signed)
 	unsigned.Signatures = nil
-	_, err = sb.VerifyCardSignature(unsigned, good.pub, nil)
-	require.ErrorIs(t, err, sb.ErrCardSignature)
-	_, err = sb.SignCard(unsigned, jose.JSONWebKey{Key: good.priv.Key, Algorithm: "ES256"})
-	require.ErrorIs(t, err, sb.ErrInvalidArgument, "a signing key needs a kid")
+	_, err = agentcard.Verify(unsigned, good.pub, nil)
+	require.ErrorIs(t, err, agentcard.ErrSignature)
+	_, err = agentcard.Sign(unsigned, jose.JSONWebKey{Key: good.priv.Key, Algorithm: "ES256"})
+	require.ErrorIs(t, err, agentcard.ErrInvalid, "a signing key needs a kid")
 }

@@ -1,4 +1,6 @@
-package switchboard
+// The Agent Card model, Parse (v1.0 and v0.3) and Validate.
+
+package agentcard
 
 import (
 	"bytes"
@@ -7,66 +9,66 @@ import (
 	"strings"
 )
 
-// AgentCard is an A2A Agent Card (A2A v1.0, specification/a2a.proto), the
+// Card is an A2A Agent Card (A2A v1.0, specification/a2a.proto), the
 // JSON document an agent announces itself with. The JSON names are those of
-// the v1.0 specification; ParseAgentCard also reads v0.3 cards and maps
+// the v1.0 specification; Parse also reads v0.3 cards and maps
 // them. switchboard uses cards for discovery only: all work between agents
 // arrives as todos under a human-approved grant, never as A2A tasks.
-type AgentCard struct {
+type Card struct {
 	Name                 string                    `json:"name"`
 	Description          string                    `json:"description"`
-	SupportedInterfaces  []AgentInterface          `json:"supportedInterfaces"`
-	Provider             *AgentProvider            `json:"provider,omitempty"`
+	SupportedInterfaces  []Interface               `json:"supportedInterfaces"`
+	Provider             *Provider                 `json:"provider,omitempty"`
 	Version              string                    `json:"version"`
 	DocumentationURL     string                    `json:"documentationUrl,omitempty"`
-	Capabilities         AgentCapabilities         `json:"capabilities"`
+	Capabilities         Capabilities              `json:"capabilities"`
 	SecuritySchemes      map[string]SecurityScheme `json:"securitySchemes,omitempty"`
 	SecurityRequirements []SecurityRequirement     `json:"securityRequirements,omitempty"`
 	DefaultInputModes    []string                  `json:"defaultInputModes"`
 	DefaultOutputModes   []string                  `json:"defaultOutputModes"`
-	Skills               []AgentSkill              `json:"skills"`
-	Signatures           []AgentCardSignature      `json:"signatures,omitempty"`
+	Skills               []Skill                   `json:"skills"`
+	Signatures           []Signature               `json:"signatures,omitempty"`
 	IconURL              string                    `json:"iconUrl,omitempty"`
 
 	raw []byte // the JSON the card was read from, if it was read
 	v03 bool   // read from a v0.3 card
 }
 
-// AgentInterface is one way to reach an agent: a URL and the protocol
+// Interface is one way to reach an agent: a URL and the protocol
 // binding spoken there.
-type AgentInterface struct {
+type Interface struct {
 	URL             string `json:"url"`
 	ProtocolBinding string `json:"protocolBinding"` // JSONRPC, GRPC, HTTP+JSON, or a URI for a custom binding
 	Tenant          string `json:"tenant,omitempty"`
 	ProtocolVersion string `json:"protocolVersion"`
 }
 
-// AgentProvider is the organisation behind an agent.
-type AgentProvider struct {
+// Provider is the organisation behind an agent.
+type Provider struct {
 	URL          string `json:"url"`
 	Organization string `json:"organization"`
 }
 
-// AgentCapabilities are the optional A2A features an agent supports. The
+// Capabilities are the optional A2A features an agent supports. The
 // flags are pointers so that an explicit false is kept apart from absent:
 // the difference is part of a signed card.
-type AgentCapabilities struct {
-	Streaming         *bool            `json:"streaming,omitempty"`
-	PushNotifications *bool            `json:"pushNotifications,omitempty"`
-	Extensions        []AgentExtension `json:"extensions,omitempty"`
-	ExtendedAgentCard *bool            `json:"extendedAgentCard,omitempty"`
+type Capabilities struct {
+	Streaming         *bool       `json:"streaming,omitempty"`
+	PushNotifications *bool       `json:"pushNotifications,omitempty"`
+	Extensions        []Extension `json:"extensions,omitempty"`
+	ExtendedAgentCard *bool       `json:"extendedAgentCard,omitempty"`
 }
 
-// AgentExtension declares a protocol extension the agent supports.
-type AgentExtension struct {
+// Extension declares a protocol extension the agent supports.
+type Extension struct {
 	URI         string         `json:"uri,omitempty"`
 	Description string         `json:"description,omitempty"`
 	Required    bool           `json:"required,omitempty"`
 	Params      map[string]any `json:"params,omitempty"`
 }
 
-// AgentSkill is one capability an agent advertises.
-type AgentSkill struct {
+// Skill is one capability an agent advertises.
+type Skill struct {
 	ID                   string                `json:"id"`
 	Name                 string                `json:"name"`
 	Description          string                `json:"description"`
@@ -77,17 +79,17 @@ type AgentSkill struct {
 	SecurityRequirements []SecurityRequirement `json:"securityRequirements,omitempty"`
 }
 
-// AgentCardSignature is a detached JWS over the card's canonical form
+// Signature is a detached JWS over the card's canonical form
 // (A2A v1.0 §8.4): the base64url protected header, the base64url
 // signature, and an optional unprotected header.
-type AgentCardSignature struct {
+type Signature struct {
 	Protected string         `json:"protected"`
 	Signature string         `json:"signature"`
 	Header    map[string]any `json:"header,omitempty"`
 }
 
 // SecurityRequirement names security schemes (keys of
-// AgentCard.SecuritySchemes) and the scopes each needs; all must be met.
+// Card.SecuritySchemes) and the scopes each needs; all must be met.
 type SecurityRequirement struct {
 	Schemes map[string]StringList `json:"schemes,omitempty"`
 }
@@ -161,40 +163,40 @@ type OAuthFlow struct {
 
 // Raw returns the JSON the card was read from (nil for a card built in
 // Go). Signatures are verified over it, not over a re-encoding.
-func (c AgentCard) Raw() []byte { return bytes.Clone(c.raw) }
+func (c Card) Raw() []byte { return bytes.Clone(c.raw) }
 
-// MaxCardBytes is the largest Agent Card switchboard reads or stores.
-const MaxCardBytes = 256 << 10
+// MaxBytes is the largest Agent Card switchboard reads or stores.
+const MaxBytes = 256 << 10
 
-// ParseAgentCard reads an Agent Card from JSON: a v1.0 card, or a v0.3 card
+// Parse reads an Agent Card from JSON: a v1.0 card, or a v0.3 card
 // (top-level url, protocolVersion, preferredTransport, additionalInterfaces,
 // security …), which is mapped to v1.0. The input is kept (see Raw) and the
-// card is validated. A card over MaxCardBytes, malformed JSON, or a card
+// card is validated. A card over MaxBytes, malformed JSON, or a card
 // missing required fields is ErrInvalidArgument.
-func ParseAgentCard(data []byte) (AgentCard, error) {
-	if len(data) > MaxCardBytes {
-		return AgentCard{}, invalid("agent card is %d bytes, limit %d", len(data), MaxCardBytes)
+func Parse(data []byte) (Card, error) {
+	if len(data) > MaxBytes {
+		return Card{}, invalid("agent card is %d bytes, limit %d", len(data), MaxBytes)
 	}
 	var probe map[string]json.RawMessage
 	if err := json.Unmarshal(data, &probe); err != nil {
-		return AgentCard{}, invalid("agent card is not a JSON object: %v", err)
+		return Card{}, invalid("agent card is not a JSON object: %v", err)
 	}
-	var c AgentCard
+	var c Card
 	_, hasIfaces := probe["supportedInterfaces"]
 	_, hasURL := probe["url"]
 	if !hasIfaces && hasURL {
 		var old cardV03
 		if err := json.Unmarshal(data, &old); err != nil {
-			return AgentCard{}, invalid("v0.3 agent card: %v", err)
+			return Card{}, invalid("v0.3 agent card: %v", err)
 		}
 		c = old.toV1()
 		c.v03 = true
 	} else if err := json.Unmarshal(data, &c); err != nil {
-		return AgentCard{}, invalid("agent card: %v", err)
+		return Card{}, invalid("agent card: %v", err)
 	}
 	c.raw = bytes.Clone(data)
 	if err := c.Validate(); err != nil {
-		return AgentCard{}, err
+		return Card{}, err
 	}
 	return c, nil
 }
@@ -204,7 +206,7 @@ func ParseAgentCard(data []byte) (AgentCard, error) {
 // default input and output modes, and for each skill an id, name,
 // description and at least one tag — and that names are clean single-line
 // text.
-func (c AgentCard) Validate() error {
+func (c Card) Validate() error {
 	var missing []string
 	need := func(ok bool, what string) {
 		if !ok {
@@ -254,13 +256,13 @@ type cardV03 struct {
 	PreferredTransport   string                            `json:"preferredTransport"`
 	AdditionalInterfaces []struct{ URL, Transport string } `json:"additionalInterfaces"`
 	IconURL              string                            `json:"iconUrl"`
-	Provider             *AgentProvider                    `json:"provider"`
+	Provider             *Provider                         `json:"provider"`
 	Version              string                            `json:"version"`
 	DocumentationURL     string                            `json:"documentationUrl"`
 	Capabilities         struct {
-		Streaming         *bool            `json:"streaming"`
-		PushNotifications *bool            `json:"pushNotifications"`
-		Extensions        []AgentExtension `json:"extensions"`
+		Streaming         *bool       `json:"streaming"`
+		PushNotifications *bool       `json:"pushNotifications"`
+		Extensions        []Extension `json:"extensions"`
 	} `json:"capabilities"`
 	SecuritySchemes                   map[string]schemeV03  `json:"securitySchemes"`
 	Security                          []map[string][]string `json:"security"`
@@ -268,7 +270,7 @@ type cardV03 struct {
 	DefaultOutputModes                []string              `json:"defaultOutputModes"`
 	Skills                            []skillV03            `json:"skills"`
 	SupportsAuthenticatedExtendedCard *bool                 `json:"supportsAuthenticatedExtendedCard"`
-	Signatures                        []AgentCardSignature  `json:"signatures"`
+	Signatures                        []Signature           `json:"signatures"`
 }
 
 type skillV03 struct {
@@ -312,7 +314,7 @@ func requirementsV03(sec []map[string][]string) []SecurityRequirement {
 	return out
 }
 
-func (o cardV03) toV1() AgentCard {
+func (o cardV03) toV1() Card {
 	binding := o.PreferredTransport
 	if binding == "" {
 		binding = "JSONRPC"
@@ -321,22 +323,22 @@ func (o cardV03) toV1() AgentCard {
 	if ver == "" {
 		ver = "0.3"
 	}
-	c := AgentCard{
+	c := Card{
 		Name: o.Name, Description: o.Description, Provider: o.Provider, Version: o.Version,
 		DocumentationURL: o.DocumentationURL, IconURL: o.IconURL,
 		DefaultInputModes: o.DefaultInputModes, DefaultOutputModes: o.DefaultOutputModes,
 		SecurityRequirements: requirementsV03(o.Security), Signatures: o.Signatures,
-		Capabilities: AgentCapabilities{
+		Capabilities: Capabilities{
 			Streaming: o.Capabilities.Streaming, PushNotifications: o.Capabilities.PushNotifications,
 			Extensions: o.Capabilities.Extensions, ExtendedAgentCard: o.SupportsAuthenticatedExtendedCard,
 		},
 	}
-	c.SupportedInterfaces = append(c.SupportedInterfaces, AgentInterface{URL: o.URL, ProtocolBinding: binding, ProtocolVersion: ver})
+	c.SupportedInterfaces = append(c.SupportedInterfaces, Interface{URL: o.URL, ProtocolBinding: binding, ProtocolVersion: ver})
 	for _, a := range o.AdditionalInterfaces {
 		if a.URL == o.URL && a.Transport == binding {
 			continue // v0.3 cards often repeat the main interface here
 		}
-		c.SupportedInterfaces = append(c.SupportedInterfaces, AgentInterface{URL: a.URL, ProtocolBinding: a.Transport, ProtocolVersion: ver})
+		c.SupportedInterfaces = append(c.SupportedInterfaces, Interface{URL: a.URL, ProtocolBinding: a.Transport, ProtocolVersion: ver})
 	}
 	if len(o.SecuritySchemes) > 0 {
 		c.SecuritySchemes = map[string]SecurityScheme{}
@@ -363,7 +365,7 @@ func (o cardV03) toV1() AgentCard {
 		}
 	}
 	for _, s := range o.Skills {
-		c.Skills = append(c.Skills, AgentSkill{
+		c.Skills = append(c.Skills, Skill{
 			ID: s.ID, Name: s.Name, Description: s.Description, Tags: s.Tags, Examples: s.Examples,
 			InputModes: s.InputModes, OutputModes: s.OutputModes, SecurityRequirements: requirementsV03(s.Security),
 		})

@@ -1,4 +1,6 @@
-package switchboard
+// Signing and verifying Agent Cards: the canonical form (A2A v1.0 §8.4, RFC 8785), Sign, Verify and Payload.
+
+package agentcard
 
 import (
 	"bytes"
@@ -13,52 +15,7 @@ import (
 	"github.com/gowebpki/jcs"
 )
 
-// CardPolicy says what a directory does with Agent Card signatures.
-type CardPolicy int
-
-const (
-	// CardSignaturesOff accepts cards without looking at their signatures.
-	CardSignaturesOff CardPolicy = iota
-	// CardSignaturesIfPresent accepts an unsigned card, but a card that
-	// carries signatures must have one that verifies.
-	CardSignaturesIfPresent
-	// CardSignaturesRequired accepts only cards with a signature that
-	// verifies.
-	CardSignaturesRequired
-)
-
-// CardTrust is a directory's signature policy and the keys it trusts.
-type CardTrust struct {
-	Policy CardPolicy
-	// Keys are the public keys signatures are checked against, found by the
-	// protected header's kid.
-	Keys *jose.JSONWebKeySet
-	// Algorithms allowed; default DefaultAlgorithms. "none" and HMAC are
-	// always refused.
-	Algorithms []string
-}
-
-// check applies the policy to c.
-func (tr CardTrust) check(c AgentCard) error {
-	switch tr.Policy {
-	case CardSignaturesOff:
-		return nil
-	case CardSignaturesIfPresent:
-		if len(c.Signatures) == 0 {
-			return nil
-		}
-	case CardSignaturesRequired:
-		if len(c.Signatures) == 0 {
-			return fmt.Errorf("%w: the card is not signed", ErrCardSignature)
-		}
-	default:
-		return invalid("unknown CardPolicy %d", tr.Policy)
-	}
-	_, err := VerifyCardSignature(c, tr.Keys, tr.Algorithms)
-	return err
-}
-
-// VerifyCardSignature checks c's signatures (A2A v1.0 §8.4) and returns the
+// Verify checks c's signatures (A2A v1.0 §8.4) and returns the
 // key id of the first that verifies. The payload is c's canonical form: the
 // JSON the card was read from (Raw) — or, for a card built in Go, its
 // encoding — restricted to the fields of the v1.0 schema, without
@@ -66,16 +23,16 @@ func (tr CardTrust) check(c AgentCard) error {
 // removed, in RFC 8785 (JCS) form; this is what the official A2A SDKs sign.
 // For a card read as v0.3 no fields are dropped as unknown. Each signature's
 // protected header must name alg (one of algorithms, default
-// DefaultAlgorithms) and kid (a key in keys). Errors wrap ErrCardSignature.
-func VerifyCardSignature(c AgentCard, keys *jose.JSONWebKeySet, algorithms []string) (string, error) {
+// DefaultAlgorithms) and kid (a key in keys). Errors wrap ErrSignature.
+func Verify(c Card, keys *jose.JSONWebKeySet, algorithms []string) (string, error) {
 	if len(c.Signatures) == 0 {
-		return "", fmt.Errorf("%w: the card is not signed", ErrCardSignature)
+		return "", fmt.Errorf("%w: the card is not signed", ErrSignature)
 	}
-	algs, err := cardAlgorithms(algorithms)
+	algs, err := allowedAlgorithms(algorithms)
 	if err != nil {
 		return "", err
 	}
-	payload, err := canonicalCard(c)
+	payload, err := canonical(c)
 	if err != nil {
 		return "", err
 	}
@@ -87,12 +44,12 @@ func VerifyCardSignature(c AgentCard, keys *jose.JSONWebKeySet, algorithms []str
 		}
 		reasons = append(reasons, fmt.Sprintf("signature %d: %v", i, err))
 	}
-	return "", fmt.Errorf("%w: %s", ErrCardSignature, strings.Join(reasons, "; "))
+	return "", fmt.Errorf("%w: %s", ErrSignature, strings.Join(reasons, "; "))
 }
 
-func cardAlgorithms(names []string) ([]jose.SignatureAlgorithm, error) {
+func allowedAlgorithms(names []string) ([]jose.SignatureAlgorithm, error) {
 	if len(names) == 0 {
-		names = DefaultAlgorithms
+		names = DefaultAlgorithms()
 	}
 	var out []jose.SignatureAlgorithm
 	for _, a := range names {
@@ -104,7 +61,7 @@ func cardAlgorithms(names []string) ([]jose.SignatureAlgorithm, error) {
 	return out, nil
 }
 
-func verifyCardSig(s AgentCardSignature, payload []byte, keys *jose.JSONWebKeySet, algs []jose.SignatureAlgorithm) (string, error) {
+func verifyCardSig(s Signature, payload []byte, keys *jose.JSONWebKeySet, algs []jose.SignatureAlgorithm) (string, error) {
 	hb, err := base64.RawURLEncoding.DecodeString(s.Protected)
 	if err != nil {
 		return "", errors.New("protected header is not base64url")
@@ -156,58 +113,58 @@ func verifyCardSig(s AgentCardSignature, payload []byte, keys *jose.JSONWebKeySe
 	return "", fmt.Errorf("signature does not verify with key %q", hdr.Kid)
 }
 
-// SignCard signs c with key — a private JSON Web Key whose KeyID and
+// Sign signs c with key — a private JSON Web Key whose KeyID and
 // Algorithm are set (for example ES256 with an *ecdsa.PrivateKey) — and
 // returns c with the signature appended to its signatures. The protected
 // header carries alg, kid and typ "JOSE", so any A2A client that trusts the
 // public key can verify the card. The returned card has no Raw: it is
 // served as encoded.
-func SignCard(c AgentCard, key jose.JSONWebKey) (AgentCard, error) {
+func Sign(c Card, key jose.JSONWebKey) (Card, error) {
 	if key.KeyID == "" || key.Algorithm == "" {
-		return AgentCard{}, invalid("signing key needs a KeyID and an Algorithm")
+		return Card{}, invalid("signing key needs a KeyID and an Algorithm")
 	}
 	if key.IsPublic() {
-		return AgentCard{}, invalid("signing key %q is a public key", key.KeyID)
+		return Card{}, invalid("signing key %q is a public key", key.KeyID)
 	}
-	algs, err := cardAlgorithms([]string{key.Algorithm})
+	algs, err := allowedAlgorithms([]string{key.Algorithm})
 	if err != nil {
-		return AgentCard{}, err
+		return Card{}, err
 	}
 	c.raw, c.v03 = nil, false
 	if err := c.Validate(); err != nil {
-		return AgentCard{}, err
+		return Card{}, err
 	}
-	payload, err := canonicalCard(c)
+	payload, err := canonical(c)
 	if err != nil {
-		return AgentCard{}, err
+		return Card{}, err
 	}
 	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: algs[0], Key: key.Key},
 		(&jose.SignerOptions{}).WithType("JOSE").WithHeader(jose.HeaderKey("kid"), key.KeyID))
 	if err != nil {
-		return AgentCard{}, invalid("signing key %q: %v", key.KeyID, err)
+		return Card{}, invalid("signing key %q: %v", key.KeyID, err)
 	}
 	jws, err := signer.Sign(payload)
 	if err != nil {
-		return AgentCard{}, fmt.Errorf("switchboard: sign card: %w", err)
+		return Card{}, fmt.Errorf("switchboard: sign card: %w", err)
 	}
 	compact, err := jws.CompactSerialize()
 	if err != nil {
-		return AgentCard{}, fmt.Errorf("switchboard: sign card: %w", err)
+		return Card{}, fmt.Errorf("switchboard: sign card: %w", err)
 	}
 	parts := strings.Split(compact, ".")
-	c.Signatures = append(slices.Clone(c.Signatures), AgentCardSignature{Protected: parts[0], Signature: parts[2]})
+	c.Signatures = append(slices.Clone(c.Signatures), Signature{Protected: parts[0], Signature: parts[2]})
 	return c, nil
 }
 
-// CardPayload returns the bytes a signature on c covers (see
-// VerifyCardSignature for the recipe), for hosts that sign with a key
-// SignCard cannot hold, such as one in a KMS: sign CardPayload(c) as a JWS
+// Payload returns the bytes a signature on c covers (see
+// Verify for the recipe), for hosts that sign with a key
+// Sign cannot hold, such as one in a KMS: sign Payload(c) as a JWS
 // with alg, kid and typ "JOSE" in the protected header and append the
 // detached result to c.Signatures.
-func CardPayload(c AgentCard) ([]byte, error) { return canonicalCard(c) }
+func Payload(c Card) ([]byte, error) { return canonical(c) }
 
-// canonicalCard is the payload card signatures cover.
-func canonicalCard(c AgentCard) ([]byte, error) {
+// canonical is the payload card signatures cover.
+func canonical(c Card) ([]byte, error) {
 	src := c.raw
 	if src == nil {
 		var err error

@@ -1,4 +1,4 @@
-package switchboard_test
+package agentcard_test
 
 import (
 	"encoding/json"
@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	sb "github.com/switchboardhq/switchboard"
+	"github.com/switchboardhq/switchboard/agentcard"
 )
 
 func readFixture(t *testing.T, name string) []byte {
@@ -24,12 +24,12 @@ func readFixture(t *testing.T, name string) []byte {
 // absent ones.
 func TestAgentCardRoundTripV1(t *testing.T) {
 	raw := readFixture(t, "card-v1.json")
-	c, err := sb.ParseAgentCard(raw)
+	c, err := agentcard.Parse(raw)
 	require.NoError(t, err)
 	assert.Equal(t, raw, c.Raw())
 	assert.Equal(t, "Harbour Berth Scheduler", c.Name)
 	require.Len(t, c.SupportedInterfaces, 3)
-	assert.Equal(t, sb.AgentInterface{URL: "https://berths.example.org/a2a/grpc", ProtocolBinding: "GRPC", Tenant: "north-quay", ProtocolVersion: "1.0"}, c.SupportedInterfaces[1])
+	assert.Equal(t, agentcard.Interface{URL: "https://berths.example.org/a2a/grpc", ProtocolBinding: "GRPC", Tenant: "north-quay", ProtocolVersion: "1.0"}, c.SupportedInterfaces[1])
 	require.NotNil(t, c.Capabilities.PushNotifications)
 	assert.False(t, *c.Capabilities.PushNotifications, "explicit false is kept")
 	require.NotNil(t, c.Capabilities.ExtendedAgentCard)
@@ -46,7 +46,7 @@ func TestAgentCardRoundTripV1(t *testing.T) {
 
 	// A card without the optional flags encodes none of them.
 	bare := strings.Replace(string(raw), `"pushNotifications": false,`, "", 1)
-	c2, err := sb.ParseAgentCard([]byte(bare))
+	c2, err := agentcard.Parse([]byte(bare))
 	require.NoError(t, err)
 	assert.Nil(t, c2.Capabilities.PushNotifications)
 	out, err = json.Marshal(c2)
@@ -57,17 +57,17 @@ func TestAgentCardRoundTripV1(t *testing.T) {
 // A v0.3 card is read and mapped to v1.0.
 func TestAgentCardReadsV03(t *testing.T) {
 	raw := readFixture(t, "card-v03.json")
-	c, err := sb.ParseAgentCard(raw)
+	c, err := agentcard.Parse(raw)
 	require.NoError(t, err)
 	assert.Equal(t, raw, c.Raw())
-	assert.Equal(t, []sb.AgentInterface{
+	assert.Equal(t, []agentcard.Interface{
 		{URL: "https://invoices.example.net/a2a", ProtocolBinding: "JSONRPC", ProtocolVersion: "0.3.0"},
 		{URL: "https://invoices.example.net/grpc", ProtocolBinding: "GRPC", ProtocolVersion: "0.3.0"},
 	}, c.SupportedInterfaces)
 	assert.True(t, *c.Capabilities.ExtendedAgentCard, "supportsAuthenticatedExtendedCard")
 	assert.False(t, *c.Capabilities.Streaming)
 	assert.Equal(t, "https://id.example.net/.well-known/openid-configuration", c.SecuritySchemes["oidc"].OpenIDConnect.OpenIDConnectURL)
-	assert.Equal(t, &sb.APIKeySecurityScheme{Location: "header", Name: "X-Key"}, c.SecuritySchemes["apikey"].APIKey)
+	assert.Equal(t, &agentcard.APIKeySecurityScheme{Location: "header", Name: "X-Key"}, c.SecuritySchemes["apikey"].APIKey)
 	assert.Equal(t, []string{"openid", "email"}, c.SecurityRequirements[0].Schemes["oidc"].List)
 	assert.Contains(t, c.Skills[0].SecurityRequirements[0].Schemes, "apikey")
 
@@ -76,7 +76,7 @@ func TestAgentCardReadsV03(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, string(out), `"supportedInterfaces"`)
 	assert.NotContains(t, string(out), `"preferredTransport"`)
-	again, err := sb.ParseAgentCard(out)
+	again, err := agentcard.Parse(out)
 	require.NoError(t, err)
 	assert.Equal(t, c.SupportedInterfaces, again.SupportedInterfaces)
 }
@@ -98,33 +98,9 @@ func TestAgentCardRejectsBadInput(t *testing.T) {
 		{"over 256 KiB", raw[:len(raw)-2] + `, "pad": "` + strings.Repeat("x", 256<<10) + `"}`, "limit"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := sb.ParseAgentCard([]byte(tc.card))
-			require.ErrorIs(t, err, sb.ErrInvalidArgument)
+			_, err := agentcard.Parse([]byte(tc.card))
+			require.ErrorIs(t, err, agentcard.ErrInvalid)
 			assert.Contains(t, err.Error(), tc.want)
 		})
 	}
-}
-
-// A persona's card advertises discovery only.
-func TestPersonaCardAdvertisesDiscoveryOnly(t *testing.T) {
-	eachBackend(t, func(t *testing.T, h *harness) {
-		c := card("x")
-		c.SupportedInterfaces[0].ProtocolBinding = "JSONRPC"
-		_, err := h.sb.Publish(ctx, sb.Persona{ID: "x", Owner: h.alice, Card: c})
-		require.ErrorIs(t, err, sb.ErrInvalidArgument)
-		assert.Contains(t, err.Error(), sb.BindingSwitchboard)
-		c = card("x")
-		yes := true
-		c.Capabilities.PushNotifications = &yes
-		_, err = h.sb.Publish(ctx, sb.Persona{ID: "x", Owner: h.alice, Card: c})
-		require.ErrorIs(t, err, sb.ErrInvalidArgument)
-		no := false
-		c.Capabilities.PushNotifications = &no
-		_, err = h.sb.Publish(ctx, sb.Persona{ID: "x", Owner: h.alice, Card: c, Discoverable: true})
-		require.NoError(t, err)
-		l, err := h.sb.Lookup(ctx, "x")
-		require.NoError(t, err)
-		require.NotNil(t, l.Card.Capabilities.PushNotifications, "explicit false survives the store")
-		assert.False(t, *l.Card.Capabilities.PushNotifications)
-	})
 }
