@@ -17,7 +17,7 @@ import (
 // Quotas bound friend requests, so that no one can flood a human with
 // approvals. They are kept in the store: every Switchboard on the same store
 // shares them, and a restart resets nothing. A request refused for any
-// reason consumes nothing. Zero fields take DefaultQuotas' values; a
+// reason consumes nothing. Zero fields take the values of DefaultQuotas; a
 // negative field turns that limit off.
 type Quotas struct {
 	// LiveEdgesPerRequester bounds the pending and approved edges a human's
@@ -41,35 +41,39 @@ type Quotas struct {
 	Cooldown time.Duration
 }
 
-// DefaultQuotas are the quotas used for zero fields of Config.Quotas.
-var DefaultQuotas = Quotas{
-	LiveEdgesPerRequester: 16,
-	RequesterBurst:        10,
-	RequesterRefill:       6 * time.Minute,
-	TargetBurst:           20,
-	TargetRefill:          3 * time.Minute,
-	PendingPerTarget:      32,
-	Cooldown:              7 * 24 * time.Hour,
+// The quota defaults, one place per setting.
+const (
+	defaultLiveEdgesPerRequester = 16
+	defaultRequesterBurst        = 10
+	defaultRequesterRefill       = 6 * time.Minute
+	defaultTargetBurst           = 20
+	defaultTargetRefill          = 3 * time.Minute
+	defaultPendingPerTarget      = 32
+	defaultCooldown              = 7 * 24 * time.Hour
+)
+
+// DefaultQuotas returns the quotas used for zero fields of Config.Quotas.
+func DefaultQuotas() Quotas {
+	return Quotas{
+		LiveEdgesPerRequester: defaultLiveEdgesPerRequester,
+		RequesterBurst:        defaultRequesterBurst,
+		RequesterRefill:       defaultRequesterRefill,
+		TargetBurst:           defaultTargetBurst,
+		TargetRefill:          defaultTargetRefill,
+		PendingPerTarget:      defaultPendingPerTarget,
+		Cooldown:              defaultCooldown,
+	}
 }
 
 func (q Quotas) withDefaults() Quotas {
-	i := func(p *int, v int) {
-		if *p == 0 {
-			*p = v
-		}
-	}
-	d := func(p *time.Duration, v time.Duration) {
-		if *p == 0 {
-			*p = v
-		}
-	}
-	i(&q.LiveEdgesPerRequester, DefaultQuotas.LiveEdgesPerRequester)
-	i(&q.RequesterBurst, DefaultQuotas.RequesterBurst)
-	d(&q.RequesterRefill, DefaultQuotas.RequesterRefill)
-	i(&q.TargetBurst, DefaultQuotas.TargetBurst)
-	d(&q.TargetRefill, DefaultQuotas.TargetRefill)
-	i(&q.PendingPerTarget, DefaultQuotas.PendingPerTarget)
-	d(&q.Cooldown, DefaultQuotas.Cooldown)
+	def := DefaultQuotas()
+	orInt(&q.LiveEdgesPerRequester, def.LiveEdgesPerRequester)
+	orInt(&q.RequesterBurst, def.RequesterBurst)
+	orDuration(&q.RequesterRefill, def.RequesterRefill)
+	orInt(&q.TargetBurst, def.TargetBurst)
+	orDuration(&q.TargetRefill, def.TargetRefill)
+	orInt(&q.PendingPerTarget, def.PendingPerTarget)
+	orDuration(&q.Cooldown, def.Cooldown)
 	return q
 }
 

@@ -413,7 +413,7 @@ func TestRequestFlood(t *testing.T) {
 			h.clock.Advance(time.Minute)
 		}
 		t.Logf("accepted %d, rate limited %d, over quota %d", ok, limited, exceeded)
-		assert.Equal(t, sb.DefaultQuotas.LiveEdgesPerRequester, ok, "at most the live-edge quota is pending")
+		assert.Equal(t, sb.DefaultQuotas().LiveEdgesPerRequester, ok, "at most the live-edge quota is pending")
 		pending := 0
 		for _, o := range owners {
 			pending += pendingCount(t, h, o)

@@ -8,6 +8,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/switchboardhq/switchboard/agentcard"
 	"github.com/switchboardhq/switchboard/internal/text"
 )
 
@@ -25,17 +26,37 @@ type Limits struct {
 	MaxToken        int // encoded ID token: 16 KiB
 }
 
-// DefaultLimits are the limits used for zero fields of Config.Limits.
-var DefaultLimits = Limits{
-	MaxName:         128,
-	MaxWhy:          1024,
-	MaxScopeEntries: 32,
-	MaxTitle:        256,
-	MaxPayload:      64 << 10,
-	MaxResult:       64 << 10,
-	MaxDedupKey:     256,
-	MaxCard:         256 << 10,
-	MaxToken:        16 << 10,
+// DefaultLimits returns the limits used for zero fields of Config.Limits.
+func DefaultLimits() Limits {
+	return Limits{
+		MaxName:         128,
+		MaxWhy:          1024,
+		MaxScopeEntries: 32,
+		MaxTitle:        256,
+		MaxPayload:      64 << 10,
+		MaxResult:       64 << 10,
+		MaxDedupKey:     256,
+		MaxCard:         agentcard.MaxBytes,
+		MaxToken:        16 << 10,
+	}
+}
+
+// withDefaults fills zero (or negative) fields from DefaultLimits.
+func (l Limits) withDefaults() Limits {
+	def := DefaultLimits()
+	for _, p := range []struct {
+		v *int
+		d int
+	}{
+		{&l.MaxName, def.MaxName}, {&l.MaxWhy, def.MaxWhy}, {&l.MaxScopeEntries, def.MaxScopeEntries},
+		{&l.MaxTitle, def.MaxTitle}, {&l.MaxPayload, def.MaxPayload}, {&l.MaxResult, def.MaxResult},
+		{&l.MaxDedupKey, def.MaxDedupKey}, {&l.MaxCard, def.MaxCard}, {&l.MaxToken, def.MaxToken},
+	} {
+		if *p.v <= 0 {
+			*p.v = p.d
+		}
+	}
+	return l
 }
 
 // checkName validates an identifier: 1..MaxName bytes of letters, digits

@@ -89,9 +89,9 @@ type Issuer struct {
 	RequireACR []string
 }
 
-// DefaultAlgorithms are the signing algorithms an Issuer accepts when it
-// names none.
-var DefaultAlgorithms = []string{"RS256", "ES256", "EdDSA"}
+// DefaultAlgorithms returns the signing algorithms an Issuer accepts when it
+// names none: RS256, ES256 and EdDSA. Each call returns a new slice.
+func DefaultAlgorithms() []string { return []string{"RS256", "ES256", "EdDSA"} }
 
 // Binding says how an ID token must be tied to the friend request it
 // proves.
@@ -140,7 +140,7 @@ func newVerifier(c Config) (*verifier, error) {
 			return nil, invalid("issuer %q listed twice", is.URL)
 		}
 		if len(is.Algorithms) == 0 {
-			is.Algorithms = DefaultAlgorithms
+			is.Algorithms = DefaultAlgorithms()
 		}
 		st := &issuerState{Issuer: is}
 		for _, a := range is.Algorithms {

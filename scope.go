@@ -13,7 +13,7 @@ import (
 type Verb string
 
 // The verbs a scope can hold. Friend grants may hold only the grantable ones
-// (see GrantableVerbs); a human's Vend to their own agent may hold all.
+// (see Verb.Grantable); a human's Vend to their own agent may hold all.
 const (
 	VerbCreateFor Verb = "create_for" // add todos to the queue
 	VerbList      Verb = "list"       // list todos
@@ -27,11 +27,24 @@ const (
 	VerbRedrive   Verb = "redrive"    // re-queue a dead todo (queue owner only)
 )
 
-// GrantableVerbs are the verbs a friend grant may carry: create_for and the
-// drain verbs.
-var GrantableVerbs = []Verb{VerbCreateFor, VerbList, VerbGet, VerbClaim, VerbHeartbeat, VerbComplete, VerbFail, VerbRelease}
+// GrantableVerbs returns the verbs a friend grant may carry: create_for and
+// the drain verbs. Each call returns a new slice; changing it changes no
+// rule.
+func GrantableVerbs() []Verb {
+	return []Verb{VerbCreateFor, VerbList, VerbGet, VerbClaim, VerbHeartbeat, VerbComplete, VerbFail, VerbRelease}
+}
 
-var allVerbs = append(slices.Clone(GrantableVerbs), VerbCancel, VerbRedrive)
+// Grantable reports whether a friend grant may carry v (see GrantableVerbs).
+func (v Verb) Grantable() bool {
+	switch v {
+	case VerbCreateFor, VerbList, VerbGet, VerbClaim, VerbHeartbeat, VerbComplete, VerbFail, VerbRelease:
+		return true
+	}
+	return false
+}
+
+// known reports whether v is one of the verbs a scope can hold.
+func (v Verb) known() bool { return v.Grantable() || v == VerbCancel || v == VerbRedrive }
 
 // ApprovalsQueue is the reserved name of a human's approvals queue, where
 // friend requests to any of their personas land. It is never grantable to a
@@ -191,11 +204,7 @@ func (s *Switchboard) validateScope(sc Scope, friend bool) (Scope, error) {
 			return nil, err
 		}
 		for _, v := range e.Verbs {
-			allowed := allVerbs
-			if friend {
-				allowed = GrantableVerbs
-			}
-			if !slices.Contains(allowed, v) {
+			if (friend && !v.Grantable()) || !v.known() {
 				return nil, invalid("verb %q is not grantable here", v)
 			}
 		}

@@ -23,8 +23,8 @@ type Config struct {
 	// may prove the human behind a friend request. With no issuers every
 	// friend request is refused with ErrProvenance.
 	Issuers []Issuer
-	// HTTPClient is used for OIDC discovery and JWKS fetches. Default
-	// http.DefaultClient with a 10 second timeout.
+	// HTTPClient is used for OIDC discovery and JWKS fetches. Default a new
+	// http.Client with a 10 second timeout (not http.DefaultClient).
 	HTTPClient *http.Client
 	// MaxTokenAge bounds how long ago an ID token may have been issued
 	// (its iat). Default 10 minutes.
@@ -69,9 +69,38 @@ type Config struct {
 	// Quotas bound friend requests per human; see Quotas for the defaults.
 	Quotas Quotas
 
-	// Limits bounds input sizes. Zero fields take the defaults of
-	// DefaultLimits.
+	// Limits bounds input sizes. Zero fields take the values of
+	// DefaultLimits().
 	Limits Limits
+}
+
+// The Config defaults, one place per setting; the field docs name them.
+const (
+	defaultHTTPTimeout        = 10 * time.Second
+	defaultMaxTokenAge        = 10 * time.Minute
+	defaultClockLeeway        = time.Minute
+	defaultKeyRefetchInterval = time.Minute
+	defaultPendingTTL         = 7 * 24 * time.Hour
+	defaultLease              = 5 * time.Minute
+	defaultMaxLease           = 24 * time.Hour
+	defaultDedupRetention     = 24 * time.Hour
+	defaultPollInterval       = time.Second
+	defaultReapInterval       = 5 * time.Second
+	defaultMaxAttempts        = 5
+)
+
+// orDuration sets *d to v when it is zero.
+func orDuration(d *time.Duration, v time.Duration) {
+	if *d == 0 {
+		*d = v
+	}
+}
+
+// orInt sets *p to v when it is zero.
+func orInt(p *int, v int) {
+	if *p == 0 {
+		*p = v
+	}
 }
 
 // Switchboard is the library's entry point: every operation is a method on
@@ -106,25 +135,18 @@ func New(st store.Store, cfg *Config) (*Switchboard, error) {
 		c.Clock = systemClock{}
 	}
 	if c.HTTPClient == nil {
-		c.HTTPClient = &http.Client{Timeout: 10 * time.Second}
+		c.HTTPClient = &http.Client{Timeout: defaultHTTPTimeout}
 	}
-	def := func(d *time.Duration, v time.Duration) {
-		if *d == 0 {
-			*d = v
-		}
-	}
-	def(&c.MaxTokenAge, 10*time.Minute)
-	def(&c.ClockLeeway, time.Minute)
-	def(&c.KeyRefetchInterval, time.Minute)
-	def(&c.PendingTTL, 7*24*time.Hour)
-	def(&c.DefaultLease, 5*time.Minute)
-	def(&c.MaxLease, 24*time.Hour)
-	def(&c.DedupRetention, 24*time.Hour)
-	def(&c.PollInterval, time.Second)
-	def(&c.ReapInterval, 5*time.Second)
-	if c.MaxAttempts == 0 {
-		c.MaxAttempts = 5
-	}
+	orDuration(&c.MaxTokenAge, defaultMaxTokenAge)
+	orDuration(&c.ClockLeeway, defaultClockLeeway)
+	orDuration(&c.KeyRefetchInterval, defaultKeyRefetchInterval)
+	orDuration(&c.PendingTTL, defaultPendingTTL)
+	orDuration(&c.DefaultLease, defaultLease)
+	orDuration(&c.MaxLease, defaultMaxLease)
+	orDuration(&c.DedupRetention, defaultDedupRetention)
+	orDuration(&c.PollInterval, defaultPollInterval)
+	orDuration(&c.ReapInterval, defaultReapInterval)
+	orInt(&c.MaxAttempts, defaultMaxAttempts)
 	for _, d := range []time.Duration{c.PollInterval, c.ReapInterval, c.KeyRefetchInterval, c.MaxTokenAge, c.ClockLeeway, c.PendingTTL, c.DefaultLease, c.MaxLease, c.DedupRetention} {
 		if d < 0 {
 			return nil, invalid("negative duration in Config")
@@ -136,22 +158,8 @@ func New(st store.Store, cfg *Config) (*Switchboard, error) {
 	if c.DefaultLease > c.MaxLease {
 		return nil, invalid("Config.DefaultLease %s exceeds Config.MaxLease %s", c.DefaultLease, c.MaxLease)
 	}
+	c.Limits = c.Limits.withDefaults()
 	l := c.Limits
-	defInt := func(p *int, v int) {
-		if *p <= 0 {
-			*p = v
-		}
-	}
-	defInt(&l.MaxName, DefaultLimits.MaxName)
-	defInt(&l.MaxWhy, DefaultLimits.MaxWhy)
-	defInt(&l.MaxScopeEntries, DefaultLimits.MaxScopeEntries)
-	defInt(&l.MaxTitle, DefaultLimits.MaxTitle)
-	defInt(&l.MaxPayload, DefaultLimits.MaxPayload)
-	defInt(&l.MaxResult, DefaultLimits.MaxResult)
-	defInt(&l.MaxDedupKey, DefaultLimits.MaxDedupKey)
-	defInt(&l.MaxCard, DefaultLimits.MaxCard)
-	defInt(&l.MaxToken, DefaultLimits.MaxToken)
-	c.Limits = l
 	v, err := newVerifier(c)
 	if err != nil {
 		return nil, err
