@@ -45,7 +45,7 @@ var errNoKey = errors.New("no key of the issuer verifies the signature")
 
 // VerifySignature implements oidc.KeySet.
 func (k *keySet) VerifySignature(ctx context.Context, raw string) ([]byte, error) {
-	jws, err := jose.ParseSigned(raw, k.algs)
+	jws, err := jose.ParseSignedCompact(raw, k.algs)
 	if err != nil {
 		return nil, fmt.Errorf("malformed JWS: %w", err)
 	}

@@ -256,7 +256,7 @@ func (v *verifier) verify(ctx context.Context, raw string, nonce string, bind bo
 		return Provenance{}, provErr("ID token too large", nil)
 	}
 	// Pick the issuer by the token's unverified iss, before any network call.
-	jws, err := jose.ParseSigned(raw, v.algs)
+	jws, err := jose.ParseSignedCompact(raw, v.algs)
 	if err != nil {
 		return Provenance{}, provErr("malformed ID token or disallowed algorithm", err)
 	}

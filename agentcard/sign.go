@@ -86,19 +86,12 @@ func verifyCardSig(s Signature, payload []byte, keys *jose.JSONWebKeySet, algs [
 	if len(found) == 0 {
 		return "", fmt.Errorf("key %q is not trusted", hdr.Kid)
 	}
-	flat := map[string]any{
-		"protected": s.Protected,
-		"payload":   base64.RawURLEncoding.EncodeToString(payload),
-		"signature": s.Signature,
-	}
-	if len(s.Header) > 0 {
-		flat["header"] = s.Header
-	}
-	fb, err := json.Marshal(flat)
-	if err != nil {
-		return "", err
-	}
-	jws, err := jose.ParseSigned(string(fb), algs)
+	// The signature covers the protected header and the payload only; the
+	// unprotected header is not signed, so nothing in it is used. Verifying
+	// the compact form over the payload we computed means what is verified
+	// is exactly what is used.
+	compact := s.Protected + "." + base64.RawURLEncoding.EncodeToString(payload) + "." + s.Signature
+	jws, err := jose.ParseSignedCompact(compact, algs)
 	if err != nil {
 		return "", fmt.Errorf("malformed JWS: %v", err)
 	}
