@@ -27,12 +27,12 @@ type Quotas struct {
 	// human: at most RequesterBurst requests at once, then one more per
 	// RequesterRefill. Default 10, and one per 6 minutes (about 10 an hour).
 	RequesterBurst  int
-	RequesterRefill time.Duration
+	RequesterRefill time.Duration // one more request per this much time
 	// TargetBurst and TargetRefill are a token bucket per target human
 	// (requests they receive, from anyone). Default 20, and one per 3
 	// minutes (about 20 an hour).
 	TargetBurst  int
-	TargetRefill time.Duration
+	TargetRefill time.Duration // one more request per this much time
 	// PendingPerTarget bounds the pending requests waiting in one human's
 	// approvals queue. Default 32.
 	PendingPerTarget int

@@ -15,8 +15,8 @@ import (
 // and its card, and nothing else — not its owner, its other personas, its
 // friends or its queues.
 type Listing struct {
-	ID   string         `json:"id"`
-	Card agentcard.Card `json:"card"`
+	ID   string         `json:"id"`   // the persona id (or, for a remote directory, the origin)
+	Card agentcard.Card `json:"card"` // its Agent Card
 }
 
 // Lookup resolves id in the configured directories, in order, and returns

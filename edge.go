@@ -29,20 +29,20 @@ const (
 // Edge is a friend request and, once approved, the relationship it created —
 // in one direction only: From may hand To work; To gains nothing over From.
 type Edge struct {
-	ID           string     `json:"id"`
-	From         string     `json:"from"`      // requesting agent
-	To           string     `json:"to"`        // target persona
-	Requester    Human      `json:"requester"` // the verified human behind From
-	Requested    Scope      `json:"requested"` // normalized
-	Granted      Scope      `json:"granted,omitempty"`
-	Why          string     `json:"why"`
-	State        EdgeState  `json:"state"`
-	Provenance   Provenance `json:"provenance"`
-	ApprovalTodo string     `json:"approval_todo"`
-	GrantID      string     `json:"grant,omitempty"`
-	CreatedAt    time.Time  `json:"created_at"`
-	UpdatedAt    time.Time  `json:"updated_at"`
-	ExpiresAt    time.Time  `json:"expires_at"` // when a pending request lapses
+	ID           string     `json:"id"`                // the edge's id
+	From         string     `json:"from"`              // requesting agent
+	To           string     `json:"to"`                // target persona
+	Requester    Human      `json:"requester"`         // the verified human behind From
+	Requested    Scope      `json:"requested"`         // normalized
+	Granted      Scope      `json:"granted,omitempty"` // the scope approved (requested ∩ narrowed); empty until approved
+	Why          string     `json:"why"`               // the requester's reason, shown to the approver
+	State        EdgeState  `json:"state"`             // where the edge is in its life
+	Provenance   Provenance `json:"provenance"`        // what was verified about the requester
+	ApprovalTodo string     `json:"approval_todo"`     // the todo in the target human's approvals queue
+	GrantID      string     `json:"grant,omitempty"`   // the grant the approval minted, once approved
+	CreatedAt    time.Time  `json:"created_at"`        // when it was requested
+	UpdatedAt    time.Time  `json:"updated_at"`        // when its state last changed
+	ExpiresAt    time.Time  `json:"expires_at"`        // when a pending request lapses
 }
 
 // edgeRec is the stored form: it also knows the target's human, which the
@@ -67,24 +67,24 @@ type FriendRequest struct {
 // Approval is the legible summary an approval todo carries: who asks, why,
 // and for what, in words a human can decide on.
 type Approval struct {
-	EdgeID    string    `json:"edge"`
-	From      Listing   `json:"from"`  // the requesting agent's id and card
-	To        string    `json:"to"`    // your persona being asked
-	Human     Attested  `json:"human"` // the requesting human, as the issuer attested
-	Why       string    `json:"why"`
-	Scope     Scope     `json:"scope"`
-	ScopeText []string  `json:"scope_text"`
-	ExpiresAt time.Time `json:"expires_at"`
+	EdgeID    string    `json:"edge"`       // the friend edge to approve or deny
+	From      Listing   `json:"from"`       // the requesting agent's id and card
+	To        string    `json:"to"`         // your persona being asked
+	Human     Attested  `json:"human"`      // the requesting human, as the issuer attested
+	Why       string    `json:"why"`        // the requester's reason
+	Scope     Scope     `json:"scope"`      // the scope requested, normalized
+	ScopeText []string  `json:"scope_text"` // the scope in plain words, one line per queue
+	ExpiresAt time.Time `json:"expires_at"` // when the request lapses
 }
 
 // Attested is a human as an identity provider vouched for them.
 type Attested struct {
-	Issuer  string   `json:"iss"`
-	Subject string   `json:"sub"`
-	Name    string   `json:"name,omitempty"`
-	Email   string   `json:"email,omitempty"`
-	AMR     []string `json:"amr,omitempty"`
-	ACR     string   `json:"acr,omitempty"`
+	Issuer  string   `json:"iss"`             // the identity provider (iss)
+	Subject string   `json:"sub"`             // the human's subject at it (sub)
+	Name    string   `json:"name,omitempty"`  // the name it attested
+	Email   string   `json:"email,omitempty"` // the email it attested
+	AMR     []string `json:"amr,omitempty"`   // how the human signed in
+	ACR     string   `json:"acr,omitempty"`   // the assurance class of the sign-in
 }
 
 // Text renders the approval as plain text a host can show as is.

@@ -43,15 +43,15 @@ const (
 // the change it records. It names who acted and which records changed; it
 // never holds a credential or token.
 type Event struct {
-	Seq     uint64    `json:"seq"`
-	At      time.Time `json:"at"`
-	Type    EventType `json:"type"`
-	Actor   string    `json:"actor"` // "human:<issuer>#<subject>", "agent:<persona id>" or "system"
-	Persona string    `json:"persona,omitempty"`
-	Edge    string    `json:"edge,omitempty"`
-	Grant   string    `json:"grant,omitempty"`
-	Todo    string    `json:"todo,omitempty"`
-	Detail  string    `json:"detail,omitempty"`
+	Seq     uint64    `json:"seq"`               // position in the audit log, from 1
+	At      time.Time `json:"at"`                // commit time, on Config.Clock
+	Type    EventType `json:"type"`              // what happened
+	Actor   string    `json:"actor"`             // "human:<issuer>#<subject>", "agent:<persona id>" or "system"
+	Persona string    `json:"persona,omitempty"` // the persona concerned, if any
+	Edge    string    `json:"edge,omitempty"`    // the friend edge concerned, if any
+	Grant   string    `json:"grant,omitempty"`   // the grant concerned, if any
+	Todo    string    `json:"todo,omitempty"`    // the todo concerned, if any
+	Detail  string    `json:"detail,omitempty"`  // a short reason or the other party
 }
 
 func humanActor(h Human) string   { return "human:" + h.Issuer + "#" + h.Subject }

@@ -27,18 +27,18 @@ const (
 // queues of Target (and, for a Vend, the grantor's approvals queue). A
 // friend grant comes from an approved edge (EdgeID); a Vend has none.
 type Grant struct {
-	ID           string        `json:"id"`
-	Holder       string        `json:"holder"`         // the agent that presents the credential
-	Target       string        `json:"target"`         // the persona whose queues the scope names
-	Grantor      Human         `json:"grantor"`        // the human who approved or vended it
-	Scope        Scope         `json:"scope"`          // normalized
-	EdgeID       string        `json:"edge,omitempty"` // the friend edge, if any
-	State        GrantState    `json:"state"`          //
-	ExpiresAt    time.Time     `json:"expires_at"`     // zero: never
-	DefaultLease time.Duration `json:"default_lease"`  // zero: Config.DefaultLease
-	CreatedAt    time.Time     `json:"created_at"`     //
-	RevokedAt    time.Time     `json:"revoked_at"`     // zero while active
-	RevokedBy    string        `json:"revoked_by,omitempty"`
+	ID           string        `json:"id"`                   // the grant's id
+	Holder       string        `json:"holder"`               // the agent that presents the credential
+	Target       string        `json:"target"`               // the persona whose queues the scope names
+	Grantor      Human         `json:"grantor"`              // the human who approved or vended it
+	Scope        Scope         `json:"scope"`                // normalized
+	EdgeID       string        `json:"edge,omitempty"`       // the friend edge, if any
+	State        GrantState    `json:"state"`                //
+	ExpiresAt    time.Time     `json:"expires_at"`           // zero: never
+	DefaultLease time.Duration `json:"default_lease"`        // zero: Config.DefaultLease
+	CreatedAt    time.Time     `json:"created_at"`           //
+	RevokedAt    time.Time     `json:"revoked_at"`           // zero while active
+	RevokedBy    string        `json:"revoked_by,omitempty"` // the actor who revoked it, or "system" on expiry
 }
 
 // grantRec is the stored form: the grant plus its credential hash.

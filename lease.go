@@ -16,10 +16,10 @@ import (
 // other lease verbs must present the current token, so a worker whose lease
 // expired and was claimed by another can never finish that other's work.
 type Lease struct {
-	TodoID    string    `json:"todo"`
-	Token     string    `json:"token"`
-	Attempt   int       `json:"attempt"`
-	ExpiresAt time.Time `json:"expires_at"`
+	TodoID    string    `json:"todo"`       // the leased todo
+	Token     string    `json:"token"`      // the fencing token: present it to every lease verb
+	Attempt   int       `json:"attempt"`    // which attempt this claim is, from 1
+	ExpiresAt time.Time `json:"expires_at"` // when the lease lapses unless heartbeated
 }
 
 // ClaimOptions tunes one Claim. A nil *ClaimOptions means the defaults.

@@ -26,8 +26,8 @@ import (
 // Revoke, Vend) take a Human the host has authenticated; friend requests
 // prove the human with an ID token the library verifies itself.
 type Human struct {
-	Issuer  string `json:"iss"`
-	Subject string `json:"sub"`
+	Issuer  string `json:"iss"` // the OIDC issuer identifier (iss)
+	Subject string `json:"sub"` // the subject that issuer gives the human (sub)
 }
 
 func (h Human) validate() error {
@@ -46,16 +46,16 @@ func (h Human) key() string { return url.QueryEscape(h.Issuer) + "#" + url.Query
 // Provenance is what was verified about the human behind a friend request.
 // It never holds the token itself, only its hash.
 type Provenance struct {
-	Issuer     string    `json:"iss"`
-	Subject    string    `json:"sub"`
-	Name       string    `json:"name,omitempty"`
-	Email      string    `json:"email,omitempty"`
-	AMR        []string  `json:"amr,omitempty"`
-	ACR        string    `json:"acr,omitempty"`
-	IssuedAt   time.Time `json:"issued_at"`
-	ExpiresAt  time.Time `json:"expires_at"`
-	VerifiedAt time.Time `json:"verified_at"`
-	TokenHash  string    `json:"token_hash"` // base64url SHA-256 of the ID token
+	Issuer     string    `json:"iss"`             // the verified issuer (iss)
+	Subject    string    `json:"sub"`             // the verified subject (sub)
+	Name       string    `json:"name,omitempty"`  // the name claim, sanitized
+	Email      string    `json:"email,omitempty"` // the email claim, sanitized
+	AMR        []string  `json:"amr,omitempty"`   // how the human signed in (amr), sanitized
+	ACR        string    `json:"acr,omitempty"`   // the assurance class (acr), sanitized
+	IssuedAt   time.Time `json:"issued_at"`       // the token's iat
+	ExpiresAt  time.Time `json:"expires_at"`      // the token's exp
+	VerifiedAt time.Time `json:"verified_at"`     // when switchboard verified it
+	TokenHash  string    `json:"token_hash"`      // base64url SHA-256 of the ID token
 }
 
 // Human returns the verified human.

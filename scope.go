@@ -82,8 +82,8 @@ func (v Verb) Describe() string {
 
 // ScopeEntry grants verbs over one queue.
 type ScopeEntry struct {
-	Queue string `json:"queue"`
-	Verbs []Verb `json:"verbs"`
+	Queue string `json:"queue"` // a queue name of the target persona, or ApprovalsQueue
+	Verbs []Verb `json:"verbs"` // what the holder may do there
 }
 
 // Scope is a set of (queue, verbs) entries. A normalized scope (see

@@ -44,13 +44,13 @@ const (
 
 // Attempt is one claim of a todo and how it ended.
 type Attempt struct {
-	N         int       `json:"n"`
-	Agent     string    `json:"agent"` // who claimed it
-	Grant     string    `json:"grant"` // under which grant
-	ClaimedAt time.Time `json:"claimed_at"`
-	EndedAt   time.Time `json:"ended_at"` // zero while running
-	Outcome   Outcome   `json:"outcome,omitempty"`
-	Reason    string    `json:"reason,omitempty"`
+	N         int       `json:"n"`                 // the attempt number, from 1
+	Agent     string    `json:"agent"`             // who claimed it
+	Grant     string    `json:"grant"`             // under which grant
+	ClaimedAt time.Time `json:"claimed_at"`        // when it was claimed
+	EndedAt   time.Time `json:"ended_at"`          // zero while running
+	Outcome   Outcome   `json:"outcome,omitempty"` // how it ended; empty while running
+	Reason    string    `json:"reason,omitempty"`  // the reason given on failure or cancellation
 }
 
 // maxHistory bounds a todo's attempt history to its latest entries.
@@ -59,34 +59,34 @@ const maxHistory = 50
 // Origin traces a todo to who made it: the agent, the grant it used, the
 // friend edge the grant came from (if any) and the human behind it all.
 type Origin struct {
-	Agent string `json:"agent"`
-	Grant string `json:"grant,omitempty"`
-	Edge  string `json:"edge,omitempty"`
-	Human Human  `json:"human"`
+	Agent string `json:"agent"`           // the agent that created the todo
+	Grant string `json:"grant,omitempty"` // the grant it used
+	Edge  string `json:"edge,omitempty"`  // the friend edge the grant came from, if any
+	Human Human  `json:"human"`           // the human behind the agent: the requester of a friend grant, else the grantor
 }
 
 // Todo is the unit of work, and the only way work crosses between agents.
 type Todo struct {
-	ID             string    `json:"id"`
-	Queue          string    `json:"queue"`
-	Kind           string    `json:"kind"`
-	Title          string    `json:"title"`
-	Payload        []byte    `json:"payload,omitempty"`
-	Priority       int       `json:"priority"` // higher first
-	DedupKey       string    `json:"dedup_key,omitempty"`
-	State          TodoState `json:"state"`
-	Attempts       int       `json:"attempts"` // claims so far
-	MaxAttempts    int       `json:"max_attempts"`
-	AvailableAt    time.Time `json:"available_at"` // not claimable before
-	LeaseExpiresAt time.Time `json:"lease_expires_at,omitempty"`
-	Origin         Origin    `json:"origin"`
-	Result         []byte    `json:"result,omitempty"`
-	Error          string    `json:"error,omitempty"` // the last failure's reason
-	Approval       *Approval `json:"approval,omitempty"`
-	History        []Attempt `json:"history,omitempty"` // the latest 50 attempts
-	CreatedAt      time.Time `json:"created_at"`
-	UpdatedAt      time.Time `json:"updated_at"`
-	EndedAt        time.Time `json:"ended_at,omitempty"`
+	ID             string    `json:"id"`                         // the todo's id
+	Queue          string    `json:"queue"`                      // the queue name, as the grant names it
+	Kind           string    `json:"kind"`                       // what sort of work
+	Title          string    `json:"title"`                      // a line for humans
+	Payload        []byte    `json:"payload,omitempty"`          // opaque bytes from the creator
+	Priority       int       `json:"priority"`                   // higher first
+	DedupKey       string    `json:"dedup_key,omitempty"`        // the creator's dedup key, if any
+	State          TodoState `json:"state"`                      // where the todo is in its life
+	Attempts       int       `json:"attempts"`                   // claims so far
+	MaxAttempts    int       `json:"max_attempts"`               // attempts before it is dead-lettered
+	AvailableAt    time.Time `json:"available_at"`               // not claimable before
+	LeaseExpiresAt time.Time `json:"lease_expires_at,omitempty"` // when the current lease lapses; zero unless leased
+	Origin         Origin    `json:"origin"`                     // who created it, through which grant and edge
+	Result         []byte    `json:"result,omitempty"`           // what Complete recorded
+	Error          string    `json:"error,omitempty"`            // the last failure's reason
+	Approval       *Approval `json:"approval,omitempty"`         // for an approval todo, the friend request to decide
+	History        []Attempt `json:"history,omitempty"`          // the latest 50 attempts
+	CreatedAt      time.Time `json:"created_at"`                 // when it was created
+	UpdatedAt      time.Time `json:"updated_at"`                 // when it last changed
+	EndedAt        time.Time `json:"ended_at,omitempty"`         // when it reached a terminal state; zero before
 }
 
 // todoRec is the stored form.

@@ -15,20 +15,20 @@ import (
 // them. switchboard uses cards for discovery only: all work between agents
 // arrives as todos under a human-approved grant, never as A2A tasks.
 type Card struct {
-	Name                 string                    `json:"name"`
-	Description          string                    `json:"description"`
-	SupportedInterfaces  []Interface               `json:"supportedInterfaces"`
-	Provider             *Provider                 `json:"provider,omitempty"`
-	Version              string                    `json:"version"`
-	DocumentationURL     string                    `json:"documentationUrl,omitempty"`
-	Capabilities         Capabilities              `json:"capabilities"`
-	SecuritySchemes      map[string]SecurityScheme `json:"securitySchemes,omitempty"`
-	SecurityRequirements []SecurityRequirement     `json:"securityRequirements,omitempty"`
-	DefaultInputModes    []string                  `json:"defaultInputModes"`
-	DefaultOutputModes   []string                  `json:"defaultOutputModes"`
-	Skills               []Skill                   `json:"skills"`
-	Signatures           []Signature               `json:"signatures,omitempty"`
-	IconURL              string                    `json:"iconUrl,omitempty"`
+	Name                 string                    `json:"name"`                           // human-readable name of the agent (required)
+	Description          string                    `json:"description"`                    // what the agent does (required)
+	SupportedInterfaces  []Interface               `json:"supportedInterfaces"`            // where and how to reach the agent, preferred first (required)
+	Provider             *Provider                 `json:"provider,omitempty"`             // the organisation behind the agent
+	Version              string                    `json:"version"`                        // the agent's own version (required)
+	DocumentationURL     string                    `json:"documentationUrl,omitempty"`     // human documentation of the agent
+	Capabilities         Capabilities              `json:"capabilities"`                   // optional A2A features the agent supports
+	SecuritySchemes      map[string]SecurityScheme `json:"securitySchemes,omitempty"`      // how callers authenticate, by scheme name
+	SecurityRequirements []SecurityRequirement     `json:"securityRequirements,omitempty"` // which schemes a caller must satisfy (any one entry)
+	DefaultInputModes    []string                  `json:"defaultInputModes"`              // media types the agent accepts (required)
+	DefaultOutputModes   []string                  `json:"defaultOutputModes"`             // media types the agent produces (required)
+	Skills               []Skill                   `json:"skills"`                         // what the agent can do
+	Signatures           []Signature               `json:"signatures,omitempty"`           // detached JWS signatures over the card's canonical form
+	IconURL              string                    `json:"iconUrl,omitempty"`              // an icon for the agent
 
 	raw []byte // the JSON the card was read from, if it was read
 	v03 bool   // read from a v0.3 card
@@ -37,128 +37,128 @@ type Card struct {
 // Interface is one way to reach an agent: a URL and the protocol
 // binding spoken there.
 type Interface struct {
-	URL             string `json:"url"`
-	ProtocolBinding string `json:"protocolBinding"` // JSONRPC, GRPC, HTTP+JSON, or a URI for a custom binding
-	Tenant          string `json:"tenant,omitempty"`
-	ProtocolVersion string `json:"protocolVersion"`
+	URL             string `json:"url"`              // the endpoint
+	ProtocolBinding string `json:"protocolBinding"`  // JSONRPC, GRPC, HTTP+JSON, or a URI for a custom binding
+	Tenant          string `json:"tenant,omitempty"` // a tenant id to send with requests, if the endpoint serves several
+	ProtocolVersion string `json:"protocolVersion"`  // the A2A protocol version spoken there, e.g. "1.0"
 }
 
 // Provider is the organisation behind an agent.
 type Provider struct {
-	URL          string `json:"url"`
-	Organization string `json:"organization"`
+	URL          string `json:"url"`          // the organisation's website
+	Organization string `json:"organization"` // the organisation's name
 }
 
 // Capabilities are the optional A2A features an agent supports. The
 // flags are pointers so that an explicit false is kept apart from absent:
 // the difference is part of a signed card.
 type Capabilities struct {
-	Streaming         *bool       `json:"streaming,omitempty"`
-	PushNotifications *bool       `json:"pushNotifications,omitempty"`
-	Extensions        []Extension `json:"extensions,omitempty"`
-	ExtendedAgentCard *bool       `json:"extendedAgentCard,omitempty"`
+	Streaming         *bool       `json:"streaming,omitempty"`         // streaming responses
+	PushNotifications *bool       `json:"pushNotifications,omitempty"` // push notifications to a client's webhook
+	Extensions        []Extension `json:"extensions,omitempty"`        // protocol extensions supported
+	ExtendedAgentCard *bool       `json:"extendedAgentCard,omitempty"` // an extended card for authenticated callers
 }
 
 // Extension declares a protocol extension the agent supports.
 type Extension struct {
-	URI         string         `json:"uri,omitempty"`
-	Description string         `json:"description,omitempty"`
-	Required    bool           `json:"required,omitempty"`
-	Params      map[string]any `json:"params,omitempty"`
+	URI         string         `json:"uri,omitempty"`         // identifies the extension
+	Description string         `json:"description,omitempty"` // what the agent uses it for
+	Required    bool           `json:"required,omitempty"`    // whether a client must support it
+	Params      map[string]any `json:"params,omitempty"`      // extension-specific configuration
 }
 
 // Skill is one capability an agent advertises.
 type Skill struct {
-	ID                   string                `json:"id"`
-	Name                 string                `json:"name"`
-	Description          string                `json:"description"`
-	Tags                 []string              `json:"tags"`
-	Examples             []string              `json:"examples,omitempty"`
-	InputModes           []string              `json:"inputModes,omitempty"`
-	OutputModes          []string              `json:"outputModes,omitempty"`
-	SecurityRequirements []SecurityRequirement `json:"securityRequirements,omitempty"`
+	ID                   string                `json:"id"`                             // unique within the card (required)
+	Name                 string                `json:"name"`                           // human-readable name (required)
+	Description          string                `json:"description"`                    // what the skill does (required)
+	Tags                 []string              `json:"tags"`                           // keywords, used by directory search (at least one)
+	Examples             []string              `json:"examples,omitempty"`             // example prompts or requests
+	InputModes           []string              `json:"inputModes,omitempty"`           // media types accepted, if not the card's defaults
+	OutputModes          []string              `json:"outputModes,omitempty"`          // media types produced, if not the card's defaults
+	SecurityRequirements []SecurityRequirement `json:"securityRequirements,omitempty"` // security needed for this skill, if not the card's
 }
 
 // Signature is a detached JWS over the card's canonical form
 // (A2A v1.0 §8.4): the base64url protected header, the base64url
 // signature, and an optional unprotected header.
 type Signature struct {
-	Protected string         `json:"protected"`
-	Signature string         `json:"signature"`
-	Header    map[string]any `json:"header,omitempty"`
+	Protected string         `json:"protected"`        // base64url JSON protected header: alg, kid, typ
+	Signature string         `json:"signature"`        // base64url signature
+	Header    map[string]any `json:"header,omitempty"` // unprotected header; not covered by the signature
 }
 
 // SecurityRequirement names security schemes (keys of
 // Card.SecuritySchemes) and the scopes each needs; all must be met.
 type SecurityRequirement struct {
-	Schemes map[string]StringList `json:"schemes,omitempty"`
+	Schemes map[string]StringList `json:"schemes,omitempty"` // scheme name → scopes required
 }
 
 // StringList is a list of strings (a protobuf wrapper in the A2A schema).
 type StringList struct {
-	List []string `json:"list,omitempty"`
+	List []string `json:"list,omitempty"` // the strings
 }
 
 // SecurityScheme is how an agent authenticates its callers. Exactly one
 // field is set.
 type SecurityScheme struct {
-	APIKey        *APIKeySecurityScheme        `json:"apiKeySecurityScheme,omitempty"`
-	HTTPAuth      *HTTPAuthSecurityScheme      `json:"httpAuthSecurityScheme,omitempty"`
-	OAuth2        *OAuth2SecurityScheme        `json:"oauth2SecurityScheme,omitempty"`
-	OpenIDConnect *OpenIDConnectSecurityScheme `json:"openIdConnectSecurityScheme,omitempty"`
-	MutualTLS     *MutualTLSSecurityScheme     `json:"mtlsSecurityScheme,omitempty"`
+	APIKey        *APIKeySecurityScheme        `json:"apiKeySecurityScheme,omitempty"`        // an API key
+	HTTPAuth      *HTTPAuthSecurityScheme      `json:"httpAuthSecurityScheme,omitempty"`      // HTTP authentication
+	OAuth2        *OAuth2SecurityScheme        `json:"oauth2SecurityScheme,omitempty"`        // OAuth 2.0
+	OpenIDConnect *OpenIDConnectSecurityScheme `json:"openIdConnectSecurityScheme,omitempty"` // OpenID Connect
+	MutualTLS     *MutualTLSSecurityScheme     `json:"mtlsSecurityScheme,omitempty"`          // mutual TLS
 }
 
 // APIKeySecurityScheme is an API key sent in a header, query or cookie.
 type APIKeySecurityScheme struct {
-	Description string `json:"description,omitempty"`
-	Location    string `json:"location"`
-	Name        string `json:"name"`
+	Description string `json:"description,omitempty"` // for humans
+	Location    string `json:"location"`              // where the key goes: header, query or cookie
+	Name        string `json:"name"`                  // the header, query parameter or cookie name
 }
 
 // HTTPAuthSecurityScheme is HTTP authentication (Basic, Bearer, …).
 type HTTPAuthSecurityScheme struct {
-	Description  string `json:"description,omitempty"`
-	Scheme       string `json:"scheme"`
-	BearerFormat string `json:"bearerFormat,omitempty"`
+	Description  string `json:"description,omitempty"`  // for humans
+	Scheme       string `json:"scheme"`                 // the HTTP auth scheme, e.g. Bearer or Basic
+	BearerFormat string `json:"bearerFormat,omitempty"` // a hint at the bearer token's format, e.g. JWT
 }
 
 // OAuth2SecurityScheme is OAuth 2.0 with one flow.
 type OAuth2SecurityScheme struct {
-	Description       string     `json:"description,omitempty"`
-	Flows             OAuthFlows `json:"flows"`
-	OAuth2MetadataURL string     `json:"oauth2MetadataUrl,omitempty"`
+	Description       string     `json:"description,omitempty"`       // for humans
+	Flows             OAuthFlows `json:"flows"`                       // the one flow the agent supports
+	OAuth2MetadataURL string     `json:"oauth2MetadataUrl,omitempty"` // RFC 8414 authorization server metadata
 }
 
 // OpenIDConnectSecurityScheme is OpenID Connect discovery.
 type OpenIDConnectSecurityScheme struct {
-	Description      string `json:"description,omitempty"`
-	OpenIDConnectURL string `json:"openIdConnectUrl"`
+	Description      string `json:"description,omitempty"` // for humans
+	OpenIDConnectURL string `json:"openIdConnectUrl"`      // the OpenID Connect discovery URL
 }
 
 // MutualTLSSecurityScheme is mutual TLS.
 type MutualTLSSecurityScheme struct {
-	Description string `json:"description,omitempty"`
+	Description string `json:"description,omitempty"` // for humans
 }
 
 // OAuthFlows holds one OAuth 2.0 flow.
 type OAuthFlows struct {
-	AuthorizationCode *OAuthFlow `json:"authorizationCode,omitempty"`
-	ClientCredentials *OAuthFlow `json:"clientCredentials,omitempty"`
-	Implicit          *OAuthFlow `json:"implicit,omitempty"` // deprecated in A2A v1.0
-	Password          *OAuthFlow `json:"password,omitempty"` // deprecated in A2A v1.0
-	DeviceCode        *OAuthFlow `json:"deviceCode,omitempty"`
+	AuthorizationCode *OAuthFlow `json:"authorizationCode,omitempty"` // the authorization code flow
+	ClientCredentials *OAuthFlow `json:"clientCredentials,omitempty"` // the client credentials flow
+	Implicit          *OAuthFlow `json:"implicit,omitempty"`          // deprecated in A2A v1.0
+	Password          *OAuthFlow `json:"password,omitempty"`          // deprecated in A2A v1.0
+	DeviceCode        *OAuthFlow `json:"deviceCode,omitempty"`        // the device authorization flow (RFC 8628)
 }
 
 // OAuthFlow is one OAuth 2.0 flow's endpoints and scopes; which fields
 // apply depends on the flow.
 type OAuthFlow struct {
-	AuthorizationURL       string            `json:"authorizationUrl,omitempty"`
-	DeviceAuthorizationURL string            `json:"deviceAuthorizationUrl,omitempty"`
-	TokenURL               string            `json:"tokenUrl,omitempty"`
-	RefreshURL             string            `json:"refreshUrl,omitempty"`
-	Scopes                 map[string]string `json:"scopes,omitempty"`
-	PKCERequired           bool              `json:"pkceRequired,omitempty"`
+	AuthorizationURL       string            `json:"authorizationUrl,omitempty"`       // authorization endpoint (authorization code, implicit)
+	DeviceAuthorizationURL string            `json:"deviceAuthorizationUrl,omitempty"` // device authorization endpoint (device code)
+	TokenURL               string            `json:"tokenUrl,omitempty"`               // token endpoint
+	RefreshURL             string            `json:"refreshUrl,omitempty"`             // refresh endpoint
+	Scopes                 map[string]string `json:"scopes,omitempty"`                 // scope name → description
+	PKCERequired           bool              `json:"pkceRequired,omitempty"`           // whether PKCE is required (authorization code)
 }
 
 // Raw returns the JSON the card was read from (nil for a card built in
