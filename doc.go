@@ -58,6 +58,12 @@
 // single bbolt file) and store/memory serves tests. Several Switchboard
 // values may share one store.
 //
+// # Testing
+//
+// Package switchboardtest runs a real OIDC issuer inside a test process and
+// mints request-bound ID tokens, so a user's tests go through the whole flow
+// on store/memory with no stub.
+//
 // # Delivery
 //
 // Delivery is at-least-once: a worker whose lease expires before it

@@ -4,74 +4,57 @@ import (
 	"context"
 	"fmt"
 	"log"
-	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/switchboardhq/switchboard"
-	"github.com/switchboardhq/switchboard/internal/testissuer"
-	"github.com/switchboardhq/switchboard/store/bolt"
+	"github.com/switchboardhq/switchboard/store/memory"
+	"github.com/switchboardhq/switchboard/switchboardtest"
 )
 
-// exampleWorld opens a bbolt store in a temp dir, starts a local OIDC
-// issuer, and publishes alice's agent and bob's desk.
-func exampleWorld() (sb *switchboard.Switchboard, iss *testissuer.Issuer, cleanup func()) {
-	dir, err := os.MkdirTemp("", "switchboard-example")
-	if err != nil {
-		log.Fatal(err)
-	}
-	st, err := bolt.Open(filepath.Join(dir, "switchboard.db"), nil)
-	if err != nil {
-		log.Fatal(err)
-	}
-	iss, err = testissuer.New("my-client-id")
-	if err != nil {
-		log.Fatal(err)
-	}
-	sb, err = switchboard.New(st, &switchboard.Config{Issuers: []switchboard.Issuer{iss.Config()}})
-	if err != nil {
-		log.Fatal(err)
-	}
+func ExampleSwitchboard_Request() {
 	ctx := context.Background()
+	// A local OIDC issuer stands in for the humans' identity provider.
+	iss, err := switchboardtest.NewIssuer("my-client-id")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer iss.Close()
+	sb, err := switchboard.New(memory.New(), &switchboard.Config{Issuers: []switchboard.Issuer{iss.Config()}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	alice, bob := iss.Human("alice"), iss.Human("bob")
 	for _, p := range []switchboard.Persona{
-		{ID: "alice-bot", Owner: iss.Human("alice"), Discoverable: true, Card: switchboard.PersonaCard(
+		{ID: "alice-bot", Owner: alice, Discoverable: true, Card: switchboard.PersonaCard(
 			"Alice's assistant", "Books travel", "1.0", "https://hub.example/agents/alice-bot")},
-		{ID: "bob-desk", Owner: iss.Human("bob"), Discoverable: true, Card: switchboard.PersonaCard(
+		{ID: "bob-desk", Owner: bob, Discoverable: true, Card: switchboard.PersonaCard(
 			"Bob's desk", "Pays invoices", "1.0", "https://hub.example/agents/bob-desk")},
 	} {
 		if _, err := sb.Publish(ctx, p); err != nil {
 			log.Fatal(err)
 		}
 	}
-	return sb, iss, func() { iss.Close(); _ = st.Close(); _ = os.RemoveAll(dir) }
-}
 
-// request sends alice-bot's friend request to bob-desk.
-func exampleRequest(sb *switchboard.Switchboard, iss *testissuer.Issuer) switchboard.Edge {
-	scope := switchboard.Scope{{Queue: "invoices", Verbs: []switchboard.Verb{switchboard.VerbCreateFor, switchboard.VerbGet}}}
-	why := "I forward invoices from Alice's travel bookings"
-	// The requester's host starts Alice's OIDC login with this nonce, so the
-	// ID token it gets back proves Alice asked for exactly this request.
-	nonce := switchboard.RequestNonce("alice-bot", "bob-desk", scope, why)
-	idToken := iss.Token("alice", "Alice Liddell", "alice@example.com", nonce, time.Now())
-	edge, err := sb.Request(context.Background(), switchboard.FriendRequest{
-		From: "alice-bot", To: "bob-desk", Scope: scope, Why: why, IDToken: idToken,
-	})
+	req := switchboard.FriendRequest{
+		From: "alice-bot", To: "bob-desk", Why: "I forward invoices from Alice's travel bookings",
+		Scope: switchboard.Scope{{Queue: "invoices", Verbs: []switchboard.Verb{switchboard.VerbCreateFor, switchboard.VerbGet}}},
+	}
+	// The requester's host starts Alice's OIDC login with
+	// RequestNonce(req.From, req.To, req.Scope, req.Why), so the ID token it
+	// gets back proves Alice asked for exactly this request.
+	nonce := switchboard.RequestNonce(req.From, req.To, req.Scope, req.Why)
+	req.IDToken = iss.Token("alice", "Alice Liddell", "alice@example.com", nonce, time.Now())
+	edge, err := sb.Request(ctx, req)
 	if err != nil {
 		log.Fatal(err)
 	}
-	return edge
-}
-
-func ExampleSwitchboard_Request() {
-	sb, iss, cleanup := exampleWorld()
-	defer cleanup()
-
-	edge := exampleRequest(sb, iss)
 	fmt.Println("edge:", edge.State)
 
 	// The approval waits in Bob's own approvals queue.
-	todos, _ := sb.Approvals(context.Background(), iss.Human("bob"))
+	todos, err := sb.Approvals(ctx, bob)
+	if err != nil {
+		log.Fatal(err)
+	}
 	ap := todos[0].Approval
 	fmt.Printf("who: %s <%s> via %q\n", ap.Human.Name, ap.Human.Email, ap.From.Card.Name)
 	fmt.Println("why:", ap.Why)
@@ -84,14 +67,41 @@ func ExampleSwitchboard_Request() {
 }
 
 func ExampleSwitchboard_Approve() {
-	sb, iss, cleanup := exampleWorld()
-	defer cleanup()
-	edge := exampleRequest(sb, iss)
+	ctx := context.Background()
+	iss, err := switchboardtest.NewIssuer("my-client-id")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer iss.Close()
+	sb, err := switchboard.New(memory.New(), &switchboard.Config{Issuers: []switchboard.Issuer{iss.Config()}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	alice, bob := iss.Human("alice"), iss.Human("bob")
+	for _, p := range []switchboard.Persona{
+		{ID: "alice-bot", Owner: alice, Discoverable: true, Card: switchboard.PersonaCard(
+			"Alice's assistant", "Books travel", "1.0", "https://hub.example/agents/alice-bot")},
+		{ID: "bob-desk", Owner: bob, Discoverable: true, Card: switchboard.PersonaCard(
+			"Bob's desk", "Pays invoices", "1.0", "https://hub.example/agents/bob-desk")},
+	} {
+		if _, err := sb.Publish(ctx, p); err != nil {
+			log.Fatal(err)
+		}
+	}
+	req := switchboard.FriendRequest{
+		From: "alice-bot", To: "bob-desk", Why: "I forward invoices",
+		Scope: switchboard.Scope{{Queue: "invoices", Verbs: []switchboard.Verb{switchboard.VerbCreateFor, switchboard.VerbGet}}},
+	}
+	req.IDToken = iss.RequestToken("alice", req, time.Now())
+	edge, err := sb.Request(ctx, req)
+	if err != nil {
+		log.Fatal(err)
+	}
 
 	// Bob approves, narrowing the scope to create_for only. Anything wider
 	// than the request would be ErrScopeExceedsRequest.
 	narrowed := switchboard.Scope{{Queue: "invoices", Verbs: []switchboard.Verb{switchboard.VerbCreateFor}}}
-	grant, credential, err := sb.Approve(context.Background(), iss.Human("bob"), edge.ID, narrowed)
+	grant, credential, err := sb.Approve(ctx, bob, edge.ID, narrowed)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -105,11 +115,37 @@ func ExampleSwitchboard_Approve() {
 }
 
 func ExampleSwitchboard_CreateFor() {
-	sb, iss, cleanup := exampleWorld()
-	defer cleanup()
 	ctx := context.Background()
-	edge := exampleRequest(sb, iss)
-	_, credential, err := sb.Approve(ctx, iss.Human("bob"), edge.ID, nil)
+	iss, err := switchboardtest.NewIssuer("my-client-id")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer iss.Close()
+	sb, err := switchboard.New(memory.New(), &switchboard.Config{Issuers: []switchboard.Issuer{iss.Config()}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	alice, bob := iss.Human("alice"), iss.Human("bob")
+	for _, p := range []switchboard.Persona{
+		{ID: "alice-bot", Owner: alice, Discoverable: true, Card: switchboard.PersonaCard(
+			"Alice's assistant", "Books travel", "1.0", "https://hub.example/agents/alice-bot")},
+		{ID: "bob-desk", Owner: bob, Discoverable: true, Card: switchboard.PersonaCard(
+			"Bob's desk", "Pays invoices", "1.0", "https://hub.example/agents/bob-desk")},
+	} {
+		if _, err := sb.Publish(ctx, p); err != nil {
+			log.Fatal(err)
+		}
+	}
+	req := switchboard.FriendRequest{
+		From: "alice-bot", To: "bob-desk", Why: "I forward invoices",
+		Scope: switchboard.Scope{{Queue: "invoices", Verbs: []switchboard.Verb{switchboard.VerbCreateFor}}},
+	}
+	req.IDToken = iss.RequestToken("alice", req, time.Now())
+	edge, err := sb.Request(ctx, req)
+	if err != nil {
+		log.Fatal(err)
+	}
+	_, credential, err := sb.Approve(ctx, bob, edge.ID, nil)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -122,7 +158,10 @@ func ExampleSwitchboard_CreateFor() {
 		log.Fatal(err)
 	}
 	fmt.Println(todo.Title, todo.State, created, "from", todo.Origin.Agent)
-	again, created, _ := sb.CreateFor(ctx, credential, "invoices", switchboard.NewTodo{Kind: "invoice.pay", DedupKey: "inv-2026-118"})
+	again, created, err := sb.CreateFor(ctx, credential, "invoices", switchboard.NewTodo{Kind: "invoice.pay", DedupKey: "inv-2026-118"})
+	if err != nil {
+		log.Fatal(err)
+	}
 	fmt.Println("retry returns the same todo:", again.ID == todo.ID, created)
 
 	// A queue outside the grant looks exactly like one that does not exist.
@@ -135,26 +174,36 @@ func ExampleSwitchboard_CreateFor() {
 }
 
 func ExampleSwitchboard_Claim() {
-	sb, iss, cleanup := exampleWorld()
-	defer cleanup()
 	ctx := context.Background()
-	edge := exampleRequest(sb, iss)
-	_, aliceCred, _ := sb.Approve(ctx, iss.Human("bob"), edge.ID, nil)
-	_, _, _ = sb.CreateFor(ctx, aliceCred, "invoices", switchboard.NewTodo{Kind: "invoice.pay", Title: "Hotel"})
-
-	// Bob vends his own desk agent the right to drain the queue.
-	_, worker, err := sb.Vend(ctx, iss.Human("bob"), switchboard.VendRequest{
+	// Draining one's own queue needs no identity provider: the host
+	// authenticated Bob, and Bob vends his own agent a credential.
+	sb, err := switchboard.New(memory.New(), nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	bob := switchboard.Human{Issuer: "https://accounts.example.com", Subject: "bob"}
+	if _, err := sb.Publish(ctx, switchboard.Persona{ID: "bob-desk", Owner: bob, Card: switchboard.PersonaCard(
+		"Bob's desk", "Pays invoices", "1.0", "https://hub.example/agents/bob-desk")}); err != nil {
+		log.Fatal(err)
+	}
+	_, worker, err := sb.Vend(ctx, bob, switchboard.VendRequest{
 		Agent: "bob-desk",
-		Scope: switchboard.Scope{{Queue: "invoices", Verbs: []switchboard.Verb{switchboard.VerbClaim, switchboard.VerbComplete}}},
+		Scope: switchboard.Scope{{Queue: "invoices", Verbs: []switchboard.Verb{
+			switchboard.VerbCreateFor, switchboard.VerbClaim, switchboard.VerbComplete}}},
 	})
 	if err != nil {
 		log.Fatal(err)
 	}
+	if _, _, err := sb.CreateFor(ctx, worker, "invoices", switchboard.NewTodo{Kind: "invoice.pay", Title: "Hotel"}); err != nil {
+		log.Fatal(err)
+	}
+
 	todo, lease, err := sb.Claim(ctx, worker, "invoices", &switchboard.ClaimOptions{Lease: time.Minute})
 	if err != nil {
 		log.Fatal(err)
 	}
 	fmt.Println("claimed:", todo.Title, "attempt", lease.Attempt)
+	// The lease fences the work: only its holder can complete it.
 	if err := sb.Complete(ctx, worker, lease, []byte("paid")); err != nil {
 		log.Fatal(err)
 	}

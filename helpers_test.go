@@ -17,10 +17,10 @@ import (
 
 	"github.com/switchboardhq/switchboard"
 	"github.com/switchboardhq/switchboard/agentcard"
-	"github.com/switchboardhq/switchboard/internal/testissuer"
 	"github.com/switchboardhq/switchboard/store"
 	"github.com/switchboardhq/switchboard/store/bolt"
 	"github.com/switchboardhq/switchboard/store/memory"
+	"github.com/switchboardhq/switchboard/switchboardtest"
 )
 
 var ctx = context.Background()
@@ -96,7 +96,7 @@ type harness struct {
 	sb    *switchboard.Switchboard
 	st    store.Store
 	clock *clock
-	iss   *testissuer.Issuer
+	iss   *switchboardtest.Issuer
 
 	alice, bob, carol switchboard.Human
 }
@@ -114,7 +114,7 @@ func eachBackend(t *testing.T, fn func(t *testing.T, h *harness)) {
 
 func newHarness(t testing.TB, st store.Store) *harness {
 	t.Helper()
-	iss, err := testissuer.New("switchboard-test")
+	iss, err := switchboardtest.NewIssuer("switchboard-test")
 	require.NoError(t, err)
 	t.Cleanup(iss.Close)
 	clk := &clock{t: time.Now().UTC().Truncate(time.Second)}

@@ -16,8 +16,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	sb "github.com/switchboardhq/switchboard"
-	"github.com/switchboardhq/switchboard/internal/testissuer"
 	"github.com/switchboardhq/switchboard/store/bolt"
+	"github.com/switchboardhq/switchboard/switchboardtest"
 )
 
 // Confirmation 5: a request without valid OIDC-signed provenance of the
@@ -27,17 +27,17 @@ func TestForgedProvenanceIsRejected(t *testing.T) {
 	eachBackend(t, func(t *testing.T, h *harness) {
 		now := h.clock.Now()
 		nonce := sb.RequestNonce(from, to, inboxCreate, why)
-		valid := func() testissuer.Claims {
+		valid := func() switchboardtest.Claims {
 			c := h.iss.Claims("alice", nonce, now)
 			c.Name = "Alice"
 			return c
 		}
-		with := func(edit func(*testissuer.Claims)) string {
+		with := func(edit func(*switchboardtest.Claims)) string {
 			c := valid()
 			edit(&c)
 			return h.iss.Sign(c)
 		}
-		rogue, err := testissuer.New("switchboard-test") // a real issuer nobody allow-listed
+		rogue, err := switchboardtest.NewIssuer("switchboard-test") // a real issuer nobody allow-listed
 		require.NoError(t, err)
 		defer rogue.Close()
 		otherKey, err := rsa.GenerateKey(rand.Reader, 2048)
@@ -54,22 +54,27 @@ func TestForgedProvenanceIsRejected(t *testing.T) {
 			{"HS256 keyed with the issuer's public key", hmacWithPublicKey(t, h.iss, valid().JSON())},
 			{"signed by a key not in the JWKS", func() string {
 				_, kid := h.iss.Key()
-				return testissuer.SignWith(otherKey, kid, jose.RS256, valid().JSON())
+				return switchboardtest.SignWith(otherKey, kid, jose.RS256, valid().JSON())
 			}()},
-			{"tampered payload", tamper(h.iss.Sign(valid()), func(c *testissuer.Claims) { c.Subject = "bob" }, valid())},
+			{"tampered payload", tamper(h.iss.Sign(valid()), func(c *switchboardtest.Claims) { c.Subject = "bob" }, valid())},
 			{"issuer not allow-listed", func() string { c := valid(); c.Issuer = rogue.URL(); return rogue.Sign(c) }()},
 			{"rogue issuer claiming our iss", rogue.Sign(valid())},
-			{"wrong audience", with(func(c *testissuer.Claims) { c.Audience = "someone-else" })},
-			{"expired", with(func(c *testissuer.Claims) { c.IssuedAt = now.Add(-2 * time.Minute); c.Expiry = now.Add(-time.Minute) })},
-			{"no expiry", with(func(c *testissuer.Claims) { c.Expiry = time.Time{} })},
-			{"iat too old", with(func(c *testissuer.Claims) { c.IssuedAt = now.Add(-11 * time.Minute) })},
-			{"iat in the future", with(func(c *testissuer.Claims) { c.IssuedAt = now.Add(5 * time.Minute) })},
-			{"no iat", with(func(c *testissuer.Claims) { c.IssuedAt = time.Time{} })},
-			{"no nonce", with(func(c *testissuer.Claims) { c.Nonce = "" })},
-			{"nonce for another scope", with(func(c *testissuer.Claims) { c.Nonce = sb.RequestNonce(from, to, scope("inbox", sb.VerbClaim), why) })},
-			{"nonce for another target", with(func(c *testissuer.Claims) { c.Nonce = sb.RequestNonce(from, "carol-bot", inboxCreate, why) })},
-			{"nonce for another why", with(func(c *testissuer.Claims) { c.Nonce = sb.RequestNonce(from, to, inboxCreate, why+"!") })},
-			{"subject is not the agent's owner", with(func(c *testissuer.Claims) { c.Subject = "bob" })},
+			{"wrong audience", with(func(c *switchboardtest.Claims) { c.Audience = "someone-else" })},
+			{"expired", with(func(c *switchboardtest.Claims) {
+				c.IssuedAt = now.Add(-2 * time.Minute)
+				c.Expiry = now.Add(-time.Minute)
+			})},
+			{"no expiry", with(func(c *switchboardtest.Claims) { c.Expiry = time.Time{} })},
+			{"iat too old", with(func(c *switchboardtest.Claims) { c.IssuedAt = now.Add(-11 * time.Minute) })},
+			{"iat in the future", with(func(c *switchboardtest.Claims) { c.IssuedAt = now.Add(5 * time.Minute) })},
+			{"no iat", with(func(c *switchboardtest.Claims) { c.IssuedAt = time.Time{} })},
+			{"no nonce", with(func(c *switchboardtest.Claims) { c.Nonce = "" })},
+			{"nonce for another scope", with(func(c *switchboardtest.Claims) {
+				c.Nonce = sb.RequestNonce(from, to, scope("inbox", sb.VerbClaim), why)
+			})},
+			{"nonce for another target", with(func(c *switchboardtest.Claims) { c.Nonce = sb.RequestNonce(from, "carol-bot", inboxCreate, why) })},
+			{"nonce for another why", with(func(c *switchboardtest.Claims) { c.Nonce = sb.RequestNonce(from, to, inboxCreate, why+"!") })},
+			{"subject is not the agent's owner", with(func(c *switchboardtest.Claims) { c.Subject = "bob" })},
 			{"oversized", strings.Repeat("a", 17<<10)},
 		}
 		for _, tc := range cases {
@@ -126,10 +131,10 @@ func TestIDTokenIsNeverStored(t *testing.T) {
 // statically configured key set (no discovery).
 func TestSecondIssuerAndStaticKeys(t *testing.T) {
 	eachBackend(t, func(t *testing.T, h *harness) {
-		second, err := testissuer.New("switchboard-test")
+		second, err := switchboardtest.NewIssuer("switchboard-test")
 		require.NoError(t, err)
 		defer second.Close()
-		static, err := testissuer.New("static-client")
+		static, err := switchboardtest.NewIssuer("static-client")
 		require.NoError(t, err)
 		static.Close() // offline: its keys are configured, its server is gone
 		keys := static.PublicKeys()
@@ -137,7 +142,7 @@ func TestSecondIssuerAndStaticKeys(t *testing.T) {
 			h.iss.Config(), second.Config(), {URL: static.URL(), ClientID: "static-client", Keys: keys},
 		}})
 		require.NoError(t, err)
-		for _, is := range []*testissuer.Issuer{second, static} {
+		for _, is := range []*switchboardtest.Issuer{second, static} {
 			owner := is.Human("dana")
 			id := "dana-bot-" + strings.TrimPrefix(is.ClientID, "switchboard-")
 			_, err = s2.Publish(ctx, sb.Persona{ID: id, Owner: owner, Card: card(id)})
@@ -192,16 +197,16 @@ func unsigned(claims string) string {
 
 // hmacWithPublicKey is the algorithm-confusion attack: HS256 keyed with the
 // bytes of the issuer's public key.
-func hmacWithPublicKey(t *testing.T, is *testissuer.Issuer, claims string) string {
+func hmacWithPublicKey(t *testing.T, is *switchboardtest.Issuer, claims string) string {
 	priv, kid := is.Key()
 	der, err := x509.MarshalPKIXPublicKey(priv.Public())
 	require.NoError(t, err)
-	return testissuer.SignWith(der, kid, jose.HS256, claims)
+	return switchboardtest.SignWith(der, kid, jose.HS256, claims)
 }
 
 // tamper swaps a signed token's payload for edited claims, keeping the
 // original signature.
-func tamper(tok string, edit func(*testissuer.Claims), c testissuer.Claims) string {
+func tamper(tok string, edit func(*switchboardtest.Claims), c switchboardtest.Claims) string {
 	parts := strings.Split(tok, ".")
 	edit(&c)
 	parts[1] = b64(c.JSON())
@@ -310,7 +315,7 @@ func TestKeyRotationAndRefetchLimit(t *testing.T) {
 		fetches := h.iss.JWKSFetches()
 		for i := range 50 {
 			c := h.iss.Claims("alice", sb.RequestNonce(from, to, inboxCreate, why), h.clock.Now())
-			tok := testissuer.SignWith(rogue, fmt.Sprintf("junk-%d", i), jose.RS256, c.JSON())
+			tok := switchboardtest.SignWith(rogue, fmt.Sprintf("junk-%d", i), jose.RS256, c.JSON())
 			_, err := h.sb.Request(ctx, sb.FriendRequest{From: from, To: to, Scope: inboxCreate, Why: why, IDToken: tok})
 			require.ErrorIs(t, err, sb.ErrProvenance)
 		}
@@ -409,7 +414,7 @@ func TestVerifyHuman(t *testing.T) {
 
 		_, err = h.sb.VerifyHuman(ctx, login, "another-login")
 		require.ErrorIs(t, err, sb.ErrProvenance)
-		rogue, err := testissuer.New("switchboard-test")
+		rogue, err := switchboardtest.NewIssuer("switchboard-test")
 		require.NoError(t, err)
 		defer rogue.Close()
 		_, err = h.sb.VerifyHuman(ctx, rogue.Token("bob", "Bob", "", "", h.clock.Now()), "")

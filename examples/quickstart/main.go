@@ -19,8 +19,8 @@ import (
 
 	"github.com/switchboardhq/switchboard"
 	"github.com/switchboardhq/switchboard/agentcard"
-	"github.com/switchboardhq/switchboard/internal/testissuer"
 	"github.com/switchboardhq/switchboard/store/bolt"
+	"github.com/switchboardhq/switchboard/switchboardtest"
 )
 
 func main() {
@@ -46,7 +46,7 @@ func run(ctx context.Context) error {
 
 	// A local identity provider stands in for Google, Okta or Entra: it
 	// serves discovery and JWKS over HTTP and signs real ID tokens.
-	iss, err := testissuer.New("switchboard-quickstart")
+	iss, err := switchboardtest.NewIssuer("switchboard-quickstart")
 	if err != nil {
 		return err
 	}

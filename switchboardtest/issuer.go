@@ -1,9 +1,6 @@
-// Package testissuer runs a real local OIDC issuer — a discovery document and
-// a JWKS served over HTTP on a loopback port — and mints ID tokens signed
-// with its keys. The quickstart and the tests use it so that friend requests
-// are verified exactly as in production, with no verifier stub. Its keys can
-// be rotated, and it counts JWKS fetches so tests can see refetch limits.
-package testissuer
+// The in-process OIDC issuer.
+
+package switchboardtest
 
 import (
 	"crypto/rand"
@@ -20,9 +17,11 @@ import (
 	"github.com/switchboardhq/switchboard"
 )
 
-// Issuer is a running local identity provider.
+// Issuer is a running local identity provider: a real OIDC issuer whose
+// tokens switchboard verifies exactly as it verifies a production
+// provider's. It is safe for concurrent use.
 type Issuer struct {
-	ClientID string
+	ClientID string // the audience of the tokens it mints
 
 	srv *httptest.Server
 
@@ -37,9 +36,9 @@ type key struct {
 	id   string
 }
 
-// New starts an issuer on a loopback port with one RSA signing key. The
-// caller must Close it.
-func New(clientID string) (*Issuer, error) {
+// NewIssuer starts an issuer on a loopback port with one RSA signing key,
+// issuing tokens for clientID. The caller must Close it.
+func NewIssuer(clientID string) (*Issuer, error) {
 	is := &Issuer{ClientID: clientID}
 	if _, err := is.Rotate(); err != nil {
 		return nil, err
@@ -181,15 +180,15 @@ func SignWith(priv any, keyID string, alg jose.SignatureAlgorithm, payload strin
 	}
 	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: alg, Key: priv}, opts)
 	if err != nil {
-		panic(fmt.Sprintf("testissuer: signer: %v", err))
+		panic(fmt.Sprintf("switchboardtest: signer: %v", err))
 	}
 	jws, err := signer.Sign([]byte(payload))
 	if err != nil {
-		panic(fmt.Sprintf("testissuer: sign: %v", err))
+		panic(fmt.Sprintf("switchboardtest: sign: %v", err))
 	}
 	out, err := jws.CompactSerialize()
 	if err != nil {
-		panic(fmt.Sprintf("testissuer: serialize: %v", err))
+		panic(fmt.Sprintf("switchboardtest: serialize: %v", err))
 	}
 	return out
 }
@@ -220,6 +219,14 @@ func (c Claims) JSON() string {
 	}
 	b, _ := json.Marshal(m)
 	return string(b)
+}
+
+// RequestToken returns an ID token of subject bound to the friend request r
+// (its nonce is switchboard.RequestNonce of r), issued at now: what the
+// requesting agent's host gets back from its human's login. Set it as
+// r.IDToken before calling Request.
+func (is *Issuer) RequestToken(subject string, r switchboard.FriendRequest, now time.Time) string {
+	return is.Token(subject, "", "", switchboard.RequestNonce(r.From, r.To, r.Scope, r.Why), now)
 }
 
 // Human is the switchboard.Human this issuer attests for subject.

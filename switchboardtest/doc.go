@@ -1,0 +1,19 @@
+// Package switchboardtest is a test kit for code that embeds switchboard: a
+// real OIDC issuer running in the test process (a discovery document and a
+// JWKS served over httptest on a loopback port) that mints ID tokens —
+// request-bound ones for friend requests, nonce-bound ones for logins —
+// signed with its own keys. Tokens are verified exactly as a production
+// identity provider's, with no verifier stub, so a test on the in-memory
+// store goes through the whole flow in a few lines:
+//
+//	iss, _ := switchboardtest.NewIssuer("test-client")
+//	defer iss.Close()
+//	sb, _ := switchboard.New(memory.New(), &switchboard.Config{Issuers: []switchboard.Issuer{iss.Config()}})
+//	req := switchboard.FriendRequest{From: "alice-bot", To: "bob-desk", Scope: scope, Why: "invoices"}
+//	req.IDToken = iss.RequestToken("alice", req, time.Now())
+//	edge, _ := sb.Request(ctx, req)
+//
+// The issuer's keys can be rotated, and it counts JWKS fetches so tests can
+// see refetch limits. [SignWith] signs arbitrary payloads, for tests of
+// forged tokens.
+package switchboardtest
