@@ -266,6 +266,28 @@ func TestRemoteDirectorySignaturePolicies(t *testing.T) {
 	}
 }
 
+// Under SignaturesRequired, a signed card with a key appended that a
+// lenient decoder would read as a field (a case variant, a duplicate) is
+// refused: the card served is never one other than the one signed.
+func TestRemoteDirectoryRefusesCardsThatDecodeDifferently(t *testing.T) {
+	key := newCardKey(t, "dir-1")
+	signed, err := agentcard.Sign(remoteCard("Signed"), key.priv)
+	require.NoError(t, err)
+	signedJSON := string(mustJSON(t, signed))
+	for _, body := range []string{
+		strings.Replace(signedJSON, `{"name":"Signed"`, `{"name":"Signed","NAME":"Forged"`, 1),
+		strings.Replace(signedJSON, `{"name":"Signed"`, `{"name":"Signed","name":"Forged"`, 1),
+		strings.Replace(signedJSON, `"protocolBinding":`, `"ProtocolBinding":"JSONRPC","protocolBinding":`, 1),
+	} {
+		require.NotEqual(t, signedJSON, body)
+		srv := newCardServer(t, serveJSON([]byte(body), nil))
+		d := remote(t, sb.RemoteOptions{Origins: []string{srv.URL}, Trust: agentcard.Trust{Policy: agentcard.SignaturesRequired, Keys: key.pub}})
+		_, err := d.Lookup(ctx, srv.URL)
+		require.ErrorIs(t, err, sb.ErrNotFound, body)
+		require.ErrorIs(t, err, sb.ErrInvalidArgument, body)
+	}
+}
+
 // A Switchboard consults only its configured directories.
 func TestSwitchboardDirectories(t *testing.T) {
 	eachBackend(t, func(t *testing.T, h *harness) {

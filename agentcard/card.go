@@ -4,8 +4,8 @@ package agentcard
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
+	"reflect"
 	"strings"
 )
 
@@ -30,8 +30,9 @@ type Card struct {
 	Signatures           []Signature               `json:"signatures,omitempty"`           // detached JWS signatures over the card's canonical form
 	IconURL              string                    `json:"iconUrl,omitempty"`              // an icon for the agent
 
-	raw []byte // the JSON the card was read from, if it was read
-	v03 bool   // read from a v0.3 card
+	raw []byte         // the JSON the card was read from, if it was read
+	doc map[string]any // the normalized document read from raw: fields and signed payload both come from it
+	v03 bool           // read from a v0.3 card
 }
 
 // Interface is one way to reach an agent: a URL and the protocol
@@ -177,22 +178,48 @@ func Parse(data []byte) (Card, error) {
 	if len(data) > MaxBytes {
 		return Card{}, invalid("agent card is %d bytes, limit %d", len(data), MaxBytes)
 	}
-	var probe map[string]json.RawMessage
-	if err := json.Unmarshal(data, &probe); err != nil {
+	tree, err := decodeStrict(data)
+	if err != nil {
 		return Card{}, invalid("agent card is not a JSON object: %v", err)
 	}
+	obj, ok := tree.(map[string]any)
+	if !ok {
+		return Card{}, invalid("agent card is not a JSON object")
+	}
 	var c Card
-	_, hasIfaces := probe["supportedInterfaces"]
-	_, hasURL := probe["url"]
-	if !hasIfaces && hasURL {
+	_, hasIfaces := obj["supportedInterfaces"]
+	_, hasIfacesProto := obj["supported_interfaces"]
+	_, hasURL := obj["url"]
+	if !hasIfaces && !hasIfacesProto && hasURL {
+		// No key of the tree differs from a v0.3 field but for case and
+		// none appears twice, so encoding/json reads exactly the keys the
+		// signed payload (the whole tree) holds.
+		if err := checkKeys(obj, reflect.TypeOf(cardV03{}), ""); err != nil {
+			return Card{}, invalid("v0.3 agent card: %v", err)
+		}
 		var old cardV03
-		if err := json.Unmarshal(data, &old); err != nil {
+		if err := fill(obj, &old); err != nil {
 			return Card{}, invalid("v0.3 agent card: %v", err)
 		}
 		c = old.toV1()
-		c.v03 = true
-	} else if err := json.Unmarshal(data, &c); err != nil {
-		return Card{}, invalid("agent card: %v", err)
+		c.v03, c.doc = true, obj
+	} else {
+		n, err := cardShape.normalize(obj, "")
+		if err != nil {
+			return Card{}, invalid("agent card: %v", err)
+		}
+		// The normalized document holds only schema fields under their
+		// exact JSON names, each once, and none of the empties a signature
+		// cannot cover (the canonical form drops them): the struct read from
+		// it is exactly the card the signed payload describes.
+		doc, _ := cleanEmpty(cardShape.dropDefaults(n)).(map[string]any)
+		if doc == nil {
+			doc = map[string]any{}
+		}
+		if err := fill(doc, &c); err != nil {
+			return Card{}, invalid("agent card: %v", err)
+		}
+		c.doc = doc
 	}
 	c.raw = bytes.Clone(data)
 	if err := c.Validate(); err != nil {
@@ -233,6 +260,17 @@ func (c Card) Validate() error {
 	for i, s := range c.Signatures {
 		need(s.Protected != "" && s.Signature != "", fmt.Sprintf("signatures[%d].protected and .signature", i))
 	}
+	for name, s := range c.SecuritySchemes {
+		if n := count(s.APIKey != nil, s.HTTPAuth != nil, s.OAuth2 != nil, s.OpenIDConnect != nil, s.MutualTLS != nil); n != 1 {
+			return invalid("securitySchemes.%s sets %d scheme types; set exactly one", name, n)
+		}
+		if f := s.OAuth2; f != nil {
+			fl := f.Flows
+			if n := count(fl.AuthorizationCode != nil, fl.ClientCredentials != nil, fl.Implicit != nil, fl.Password != nil, fl.DeviceCode != nil); n > 1 {
+				return invalid("securitySchemes.%s.oauth2SecurityScheme.flows sets %d flows; set only one", name, n)
+			}
+		}
+	}
 	if len(missing) > 0 {
 		return invalid("agent card is missing %s", strings.Join(missing, ", "))
 	}
@@ -247,19 +285,32 @@ func (c Card) Validate() error {
 	return nil
 }
 
+func count(bs ...bool) int {
+	n := 0
+	for _, b := range bs {
+		if b {
+			n++
+		}
+	}
+	return n
+}
+
 // cardV03 is the v0.3 Agent Card, read only to map it to v1.0.
 type cardV03 struct {
-	ProtocolVersion      string                            `json:"protocolVersion"`
-	Name                 string                            `json:"name"`
-	Description          string                            `json:"description"`
-	URL                  string                            `json:"url"`
-	PreferredTransport   string                            `json:"preferredTransport"`
-	AdditionalInterfaces []struct{ URL, Transport string } `json:"additionalInterfaces"`
-	IconURL              string                            `json:"iconUrl"`
-	Provider             *Provider                         `json:"provider"`
-	Version              string                            `json:"version"`
-	DocumentationURL     string                            `json:"documentationUrl"`
-	Capabilities         struct {
+	ProtocolVersion      string `json:"protocolVersion"`
+	Name                 string `json:"name"`
+	Description          string `json:"description"`
+	URL                  string `json:"url"`
+	PreferredTransport   string `json:"preferredTransport"`
+	AdditionalInterfaces []struct {
+		URL       string `json:"url"`
+		Transport string `json:"transport"`
+	} `json:"additionalInterfaces"`
+	IconURL          string    `json:"iconUrl"`
+	Provider         *Provider `json:"provider"`
+	Version          string    `json:"version"`
+	DocumentationURL string    `json:"documentationUrl"`
+	Capabilities     struct {
 		Streaming         *bool       `json:"streaming"`
 		PushNotifications *bool       `json:"pushNotifications"`
 		Extensions        []Extension `json:"extensions"`

@@ -52,6 +52,16 @@ func TestAgentCardRoundTripV1(t *testing.T) {
 	out, err = json.Marshal(c2)
 	require.NoError(t, err)
 	assert.NotContains(t, string(out), "pushNotifications")
+
+	// Empties are not covered by a signature (the canonical form drops
+	// them), so they are not read either: a scheme named with no scopes, an
+	// empty string, an empty list.
+	empties := strings.Replace(string(raw), `"key": {"list": ["partner"]}`, `"key": {}`, 1)
+	empties = strings.Replace(empties, `"tenant": "north-quay"`, `"tenant": ""`, 1)
+	c3, err := agentcard.Parse([]byte(empties))
+	require.NoError(t, err)
+	assert.Empty(t, c3.Skills[0].SecurityRequirements)
+	assert.Empty(t, c3.SupportedInterfaces[1].Tenant)
 }
 
 // A v0.3 card is read and mapped to v1.0.

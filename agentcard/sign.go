@@ -66,25 +66,22 @@ func verifyCardSig(s Signature, payload []byte, keys *jose.JSONWebKeySet, algs [
 	if err != nil {
 		return "", errors.New("protected header is not base64url")
 	}
-	var hdr struct {
-		Alg string `json:"alg"`
-		Kid string `json:"kid"`
+	alg, kid, err := header(hb)
+	if err != nil {
+		return "", fmt.Errorf("protected header: %w", err)
 	}
-	if err := json.Unmarshal(hb, &hdr); err != nil {
-		return "", errors.New("protected header is not a JSON object")
-	}
-	if hdr.Alg == "" || hdr.Kid == "" {
+	if alg == "" || kid == "" {
 		return "", errors.New("protected header must carry alg and kid")
 	}
-	if !slices.Contains(algs, jose.SignatureAlgorithm(hdr.Alg)) {
-		return "", fmt.Errorf("algorithm %q not allowed", hdr.Alg)
+	if !slices.Contains(algs, jose.SignatureAlgorithm(alg)) {
+		return "", fmt.Errorf("algorithm %q not allowed", alg)
 	}
 	if keys == nil {
 		return "", errors.New("no trusted keys")
 	}
-	found := keys.Key(hdr.Kid)
+	found := keys.Key(kid)
 	if len(found) == 0 {
-		return "", fmt.Errorf("key %q is not trusted", hdr.Kid)
+		return "", fmt.Errorf("key %q is not trusted", kid)
 	}
 	// The signature covers the protected header and the payload only; the
 	// unprotected header is not signed, so nothing in it is used. Verifying
@@ -100,10 +97,10 @@ func verifyCardSig(s Signature, payload []byte, keys *jose.JSONWebKeySet, algs [
 			k = k.Public()
 		}
 		if got, err := jws.Verify(k); err == nil && bytes.Equal(got, payload) {
-			return hdr.Kid, nil
+			return kid, nil
 		}
 	}
-	return "", fmt.Errorf("signature does not verify with key %q", hdr.Kid)
+	return "", fmt.Errorf("signature does not verify with key %q", kid)
 }
 
 // Sign signs c with key — a private JSON Web Key whose KeyID and
@@ -123,7 +120,7 @@ func Sign(c Card, key jose.JSONWebKey) (Card, error) {
 	if err != nil {
 		return Card{}, err
 	}
-	c.raw, c.v03 = nil, false
+	c.raw, c.doc, c.v03 = nil, nil, false
 	if err := c.Validate(); err != nil {
 		return Card{}, err
 	}
@@ -156,25 +153,25 @@ func Sign(c Card, key jose.JSONWebKey) (Card, error) {
 // detached result to c.Signatures.
 func Payload(c Card) ([]byte, error) { return canonical(c) }
 
-// canonical is the payload card signatures cover.
+// canonical is the payload card signatures cover: the card's normalized
+// document (the one its fields were read from, or for a card built in Go the
+// normalized form of its encoding) without signatures, with plain bools at
+// their default (false) dropped and then empties dropped at every depth, in
+// RFC 8785 form.
 func canonical(c Card) ([]byte, error) {
-	src := c.raw
-	if src == nil {
-		var err error
-		if src, err = json.Marshal(c); err != nil {
-			return nil, err
+	doc, err := c.document()
+	if err != nil {
+		return nil, err
+	}
+	body := make(map[string]any, len(doc))
+	for k, v := range doc {
+		if k != "signatures" {
+			body[k] = v
 		}
 	}
-	dec := json.NewDecoder(bytes.NewReader(src))
-	dec.UseNumber()
-	var v map[string]any
-	if err := dec.Decode(&v); err != nil {
-		return nil, invalid("agent card: %v", err)
-	}
-	delete(v, "signatures")
-	var kept any = v
+	var kept any = body
 	if !c.v03 {
-		kept = cardShape.filter(v)
+		kept = cardShape.dropDefaults(body)
 	}
 	cleaned := cleanEmpty(kept)
 	if cleaned == nil {
@@ -191,115 +188,71 @@ func canonical(c Card) ([]byte, error) {
 	return out, nil
 }
 
-// shape describes which JSON fields the v1.0 schema has, for dropping the
-// rest before signing or verifying.
-type shape struct {
-	fields map[string]*shape // a message: its known fields
-	values *shape            // a map<string, X>: the shape of X
-	any    bool              // google.protobuf.Struct: kept whole
-	flag   bool              // a non-optional bool: false is its default and is dropped
+// document returns the normalized document c was read from, or for a card
+// built in Go, the normalized form of its encoding.
+func (c Card) document() (map[string]any, error) {
+	if c.doc != nil {
+		return c.doc, nil
+	}
+	src := c.raw
+	if src == nil {
+		var err error
+		if src, err = json.Marshal(c); err != nil {
+			return nil, invalid("agent card: %v", err)
+		}
+	}
+	tree, err := decodeStrict(src)
+	if err != nil {
+		return nil, invalid("agent card: %v", err)
+	}
+	obj, ok := tree.(map[string]any)
+	if !ok {
+		return nil, invalid("agent card is not a JSON object")
+	}
+	if c.v03 {
+		return obj, nil
+	}
+	n, err := cardShape.normalize(obj, "")
+	if err != nil {
+		return nil, invalid("agent card: %v", err)
+	}
+	return n.(map[string]any), nil
 }
 
-var (
-	scalar   = &shape{}
-	flag     = &shape{flag: true}
-	anything = &shape{any: true}
-)
-
-func msg(f map[string]*shape) *shape { return &shape{fields: f} }
-func mapOf(s *shape) *shape          { return &shape{values: s} }
-
-var (
-	requirementShape = msg(map[string]*shape{"schemes": mapOf(msg(map[string]*shape{"list": scalar}))})
-	flowShape        = func(names ...string) *shape {
-		f := map[string]*shape{"scopes": mapOf(scalar)}
-		for _, n := range names {
-			f[n] = scalar
-		}
-		return msg(f)
-	}
-	cardShape = msg(map[string]*shape{
-		"name": scalar, "description": scalar, "version": scalar,
-		"documentationUrl": scalar, "iconUrl": scalar,
-		"defaultInputModes": scalar, "defaultOutputModes": scalar,
-		"supportedInterfaces": msg(map[string]*shape{"url": scalar, "protocolBinding": scalar, "tenant": scalar, "protocolVersion": scalar}),
-		"provider":            msg(map[string]*shape{"url": scalar, "organization": scalar}),
-		"capabilities": msg(map[string]*shape{
-			"streaming": scalar, "pushNotifications": scalar, "extendedAgentCard": scalar,
-			"extensions": msg(map[string]*shape{"uri": scalar, "description": scalar, "required": flag, "params": anything}),
-		}),
-		"securitySchemes": mapOf(msg(map[string]*shape{
-			"apiKeySecurityScheme":   msg(map[string]*shape{"description": scalar, "location": scalar, "name": scalar}),
-			"httpAuthSecurityScheme": msg(map[string]*shape{"description": scalar, "scheme": scalar, "bearerFormat": scalar}),
-			"oauth2SecurityScheme": msg(map[string]*shape{"description": scalar, "oauth2MetadataUrl": scalar,
-				"flows": msg(map[string]*shape{
-					"authorizationCode": func() *shape {
-						s := flowShape("authorizationUrl", "tokenUrl", "refreshUrl")
-						s.fields["pkceRequired"] = flag
-						return s
-					}(),
-					"clientCredentials": flowShape("tokenUrl", "refreshUrl"),
-					"implicit":          flowShape("authorizationUrl", "refreshUrl"),
-					"password":          flowShape("tokenUrl", "refreshUrl"),
-					"deviceCode":        flowShape("deviceAuthorizationUrl", "tokenUrl", "refreshUrl"),
-				})}),
-			"openIdConnectSecurityScheme": msg(map[string]*shape{"description": scalar, "openIdConnectUrl": scalar}),
-			"mtlsSecurityScheme":          msg(map[string]*shape{"description": scalar}),
-		})),
-		"securityRequirements": requirementShape,
-		"skills": msg(map[string]*shape{
-			"id": scalar, "name": scalar, "description": scalar, "tags": scalar, "examples": scalar,
-			"inputModes": scalar, "outputModes": scalar, "securityRequirements": requirementShape,
-		}),
-	})
-)
-
-// filter keeps what s describes; nil means "drop".
-func (s *shape) filter(v any) any {
-	if s.any {
-		return v
-	}
-	switch x := v.(type) {
-	case []any:
-		out := make([]any, 0, len(x))
-		for _, e := range x {
-			if f := s.filter(e); f != nil {
-				out = append(out, f)
-			}
-		}
-		return out
-	case map[string]any:
-		out := map[string]any{}
-		switch {
-		case s.values != nil:
-			for k, e := range x {
-				if f := s.values.filter(e); f != nil {
-					out[k] = f
-				}
-			}
-		case s.fields != nil:
-			for k, e := range x {
-				if sub, ok := s.fields[k]; ok {
-					if f := sub.filter(e); f != nil {
-						out[k] = f
-					}
-				}
-			}
-		default:
-			return nil // an object where the schema has a scalar
-		}
-		return out
-	case bool:
-		if s.flag && !x {
+// dropDefaults removes plain bools (kFlag) that are false from a normalized
+// document, as protobuf's JSON encoding leaves out default values.
+func (s *shape) dropDefaults(v any) any {
+	switch s.kind {
+	case kFlag:
+		if b, ok := v.(bool); ok && !b {
 			return nil
 		}
-		return x
-	default:
-		if s.fields != nil || s.values != nil {
-			return nil // a scalar where the schema has a message
+	case kList:
+		if arr, ok := v.([]any); ok {
+			out := make([]any, 0, len(arr))
+			for _, e := range arr {
+				if d := s.elem.dropDefaults(e); d != nil {
+					out = append(out, d)
+				}
+			}
+			return out
 		}
-		return x
+	case kMap, kMsg:
+		if obj, ok := v.(map[string]any); ok {
+			out := make(map[string]any, len(obj))
+			for k, e := range obj {
+				sub := s.elem
+				if s.kind == kMsg {
+					sub = s.fields[k]
+				}
+				if d := sub.dropDefaults(e); d != nil {
+					out[k] = d
+				}
+			}
+			return out
+		}
 	}
+	return v
 }
 
 // cleanEmpty drops empty strings, nulls, and lists and objects that are
