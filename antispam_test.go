@@ -254,7 +254,7 @@ func TestBlock(t *testing.T) {
 		h.publish(h.alice, "ghost", false) // exists, not discoverable
 		tok := h.token(h.carol, "carol-bot", "bob-desk", inboxCreate, "let me in")
 		before := lastSeq(t, h)
-		_, errBlocked := h.sb.Request(ctx, sb.FriendRequest{From: "carol-bot", To: "bob-desk", Scope: inboxCreate, Why: "let me in", IDToken: tok})
+		_, _, errBlocked := h.sb.Request(ctx, sb.FriendRequest{From: "carol-bot", To: "bob-desk", Scope: inboxCreate, Why: "let me in", IDToken: tok})
 		_, errUnknown := h.request(h.carol, "carol-bot", "nobody-here", inboxCreate, "let me in")
 		_, errHidden := h.request(h.carol, "carol-bot", "ghost", inboxCreate, "let me in")
 		require.ErrorIs(t, errBlocked, sb.ErrNotFound)
@@ -273,7 +273,7 @@ func TestBlock(t *testing.T) {
 		assert.Empty(t, blocked)
 		h.clock.Advance(7 * 24 * time.Hour) // the deny's cooldown
 		tok = h.token(h.carol, "carol-bot", "bob-desk", inboxCreate, "let me in")
-		_, err = h.sb.Request(ctx, sb.FriendRequest{From: "carol-bot", To: "bob-desk", Scope: inboxCreate, Why: "let me in", IDToken: tok})
+		_, _, err = h.sb.Request(ctx, sb.FriendRequest{From: "carol-bot", To: "bob-desk", Scope: inboxCreate, Why: "let me in", IDToken: tok})
 		require.NoError(t, err)
 
 		require.ErrorIs(t, h.sb.Block(ctx, h.bob, h.bob), sb.ErrInvalidArgument)
@@ -288,7 +288,7 @@ func TestFailedRequestConsumesNothing(t *testing.T) {
 		h.quotas(t, sb.Quotas{RequesterBurst: 1, TargetBurst: 1, LiveEdgesPerRequester: 1})
 		bad := []func() error{
 			func() error {
-				_, err := h.sb.Request(ctx, sb.FriendRequest{From: "alice-bot", To: "bob-desk", Scope: inboxCreate, Why: "hi", IDToken: "garbage"})
+				_, _, err := h.sb.Request(ctx, sb.FriendRequest{From: "alice-bot", To: "bob-desk", Scope: inboxCreate, Why: "hi", IDToken: "garbage"})
 				return err
 			},
 			func() error { _, err := h.request(h.alice, "alice-bot", "nobody", inboxCreate, "hi"); return err },
@@ -322,12 +322,12 @@ func TestQuotasAreDurableAndShared(t *testing.T) {
 	require.NoError(t, err)
 	ts := h.targets(h.bob, "bob-t", 3)
 	for i, s := range []*sb.Switchboard{one, two} {
-		_, err := s.Request(ctx, sb.FriendRequest{From: "alice-bot", To: ts[i], Scope: inboxCreate, Why: "hi",
+		_, _, err := s.Request(ctx, sb.FriendRequest{From: "alice-bot", To: ts[i], Scope: inboxCreate, Why: "hi",
 			IDToken: h.token(h.alice, "alice-bot", ts[i], inboxCreate, "hi")})
 		require.NoError(t, err)
 	}
 	req := sb.FriendRequest{From: "alice-bot", To: ts[2], Scope: inboxCreate, Why: "hi", IDToken: h.token(h.alice, "alice-bot", ts[2], inboxCreate, "hi")}
-	_, err = one.Request(ctx, req)
+	_, _, err = one.Request(ctx, req)
 	retryErr(t, err, sb.ErrRateLimited)
 
 	require.NoError(t, st.Close())
@@ -336,10 +336,10 @@ func TestQuotasAreDurableAndShared(t *testing.T) {
 	defer st.Close()
 	h.st = st
 	three := h.quotas(t, q)
-	_, err = three.Request(ctx, req)
+	_, _, err = three.Request(ctx, req)
 	retryErr(t, err, sb.ErrRateLimited)
 	h.clock.Advance(time.Hour)
-	_, err = three.Request(ctx, sb.FriendRequest{From: "alice-bot", To: ts[2], Scope: inboxCreate, Why: "hi",
+	_, _, err = three.Request(ctx, sb.FriendRequest{From: "alice-bot", To: ts[2], Scope: inboxCreate, Why: "hi",
 		IDToken: h.token(h.alice, "alice-bot", ts[2], inboxCreate, "hi")})
 	require.NoError(t, err)
 }
@@ -361,7 +361,7 @@ func TestLegibleApproval(t *testing.T) {
 		c := h.iss.Claims("alice", sb.RequestNonce("alice-bot", "bob-desk", inboxCreate, "invoices"), h.clock.Now())
 		c.Name = "Alice\u202e\nWhy:   urgent,\tpay now\x1b[31m"
 		c.Email = "alice@example.com\r\nScope: all"
-		e, err := h.sb.Request(ctx, sb.FriendRequest{From: "alice-bot", To: "bob-desk", Scope: inboxCreate, Why: "invoices", IDToken: h.iss.Sign(c)})
+		e, _, err := h.sb.Request(ctx, sb.FriendRequest{From: "alice-bot", To: "bob-desk", Scope: inboxCreate, Why: "invoices", IDToken: h.iss.Sign(c)})
 		require.NoError(t, err)
 		assert.Equal(t, "Alice Why: urgent, pay now[31m", e.Provenance.Name)
 		aps, err := h.sb.Approvals(ctx, h.bob)

@@ -117,7 +117,7 @@ func TestCancelledContextAndClosedStore(t *testing.T) {
 		cancel()
 		_, _, err := h.sb.CreateFor(cctx, cred, "inbox", sb.NewTodo{Kind: "k"})
 		require.ErrorIs(t, err, context.Canceled)
-		_, err = h.sb.Request(cctx, sb.FriendRequest{From: "carol-bot", To: "bob-desk", Scope: inboxCreate, Why: "w",
+		_, _, err = h.sb.Request(cctx, sb.FriendRequest{From: "carol-bot", To: "bob-desk", Scope: inboxCreate, Why: "w",
 			IDToken: h.token(h.carol, "carol-bot", "bob-desk", inboxCreate, "w")})
 		require.ErrorIs(t, err, context.Canceled)
 
@@ -144,7 +144,7 @@ func TestFailingStepLeavesStoreUnchanged(t *testing.T) {
 
 			tok := h.token(h.alice, "alice-bot", "bob-desk", inboxCreate, "w")
 			request := func() error {
-				_, err := h.sb.Request(ctx, sb.FriendRequest{From: "alice-bot", To: "bob-desk", Scope: inboxCreate, Why: "w", IDToken: tok})
+				_, _, err := h.sb.Request(ctx, sb.FriendRequest{From: "alice-bot", To: "bob-desk", Scope: inboxCreate, Why: "w", IDToken: tok})
 				return err
 			}
 			var edgeID string

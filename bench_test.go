@@ -79,7 +79,7 @@ func BenchmarkRequest(b *testing.B) {
 			}
 			b.ResetTimer()
 			for i := range reqs {
-				if _, err := h.sb.Request(ctx, reqs[i]); err != nil {
+				if _, _, err := h.sb.Request(ctx, reqs[i]); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -126,15 +126,21 @@ func (a Approval) Text() string {
 // then, in one transaction, records a pending edge and puts an approval todo
 // in the target human's approvals queue. The pending edge grants nothing.
 //
-// If an identical request (same scope and why) is already pending, that edge
-// is returned and nothing new is stored; a pending request in the same
-// direction with a different scope is ErrConflict.
+// created says whether this call made the edge. Re-sending the identical
+// request (same from, to, scope and why) while it is pending is an
+// idempotent retry: the pending edge is returned with created false and
+// nothing new is stored (a new token sent with the retry is spent, so it
+// cannot carry anything else). A pending request in the same direction with
+// a different scope or why is ErrConflict. Any other use of a token already
+// spent is ErrProvenance: one token proves one request.
 //
-// Errors: ErrInvalidArgument for malformed input, ErrProvenance for a token
-// that fails any check or a human who does not own r.From, ErrNotFound for a
-// target the directory does not resolve. A failed request stores nothing.
-func (s *Switchboard) Request(ctx context.Context, r FriendRequest) (Edge, error) {
-	fail := func(err error) (Edge, error) { return Edge{}, fmt.Errorf("switchboard: request: %w", err) }
+// Errors: ErrInvalidArgument for malformed input; ErrProvenance for a token
+// that fails any check (hosts answer 401); ErrForbidden when the token is
+// valid but its human does not own r.From (403); ErrNotFound for a target the
+// directory does not resolve; ErrConflict as above. A failed request stores
+// nothing.
+func (s *Switchboard) Request(ctx context.Context, r FriendRequest) (edge Edge, created bool, err error) {
+	fail := func(err error) (Edge, bool, error) { return Edge{}, false, fmt.Errorf("switchboard: request: %w", err) }
 	if err := s.checkName("from", r.From); err != nil {
 		return fail(err)
 	}
@@ -154,7 +160,7 @@ func (s *Switchboard) Request(ctx context.Context, r FriendRequest) (Edge, error
 	if err != nil {
 		return fail(err)
 	}
-	prov, err := s.oidc.verify(ctx, r.IDToken, RequestNonce(r.From, r.To, sc, r.Why), s.cfg.Binding == BindNonce, s.limits.MaxToken)
+	prov, err := s.oidc.verify(ctx, r.IDToken, tokenUse{nonce: RequestNonce(r.From, r.To, sc, r.Why), bind: s.cfg.Binding == BindNonce}, s.limits.MaxToken)
 	if err != nil {
 		return fail(err)
 	}
@@ -169,12 +175,13 @@ func (s *Switchboard) Request(ctx context.Context, r FriendRequest) (Edge, error
 	}
 	var out Edge
 	err = s.update(ctx, func(t *txn) error {
+		created = false // fn may run more than once
 		from, err := t.persona(r.From)
 		if err != nil {
 			return err
 		}
 		if from.Owner != prov.Human() {
-			return provErr("verified human does not own the requesting agent", nil)
+			return fmt.Errorf("%w: the verified human does not own agent %q", ErrForbidden, r.From)
 		}
 		to, err := t.discoverable(r.To)
 		if err != nil {
@@ -197,6 +204,13 @@ func (s *Switchboard) Request(ctx context.Context, r FriendRequest) (Edge, error
 					return err
 				}
 			case Equal(old.Requested, sc) && old.Why == r.Why:
+				// A retry. The same token again is the same proof; a
+				// new one is spent here so it proves nothing else.
+				if old.Provenance.TokenHash != prov.TokenHash {
+					if err := t.checkReplay(prov); err != nil {
+						return err
+					}
+				}
 				out = old.Edge
 				return nil
 			default:
@@ -237,13 +251,13 @@ func (s *Switchboard) Request(ctx context.Context, r FriendRequest) (Edge, error
 		if err := t.putRaw(tEdgePending, r.From+sep+r.To, e.ID); err != nil {
 			return err
 		}
-		out = e.Edge
+		out, created = e.Edge, true
 		return t.emit(Event{Type: EventEdgeRequested, Actor: agentActor(from.ID), Persona: from.ID, Edge: e.ID, Todo: td.ID})
 	})
 	if err != nil {
 		return fail(err)
 	}
-	return out, nil
+	return out, created, nil
 }
 
 // KindFriendRequest is the kind of an approval todo.

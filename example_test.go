@@ -44,7 +44,7 @@ func ExampleSwitchboard_Request() {
 	// gets back proves Alice asked for exactly this request.
 	nonce := switchboard.RequestNonce(req.From, req.To, req.Scope, req.Why)
 	req.IDToken = iss.Token("alice", "Alice Liddell", "alice@example.com", nonce, time.Now())
-	edge, err := sb.Request(ctx, req)
+	edge, _, err := sb.Request(ctx, req)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -93,7 +93,7 @@ func ExampleSwitchboard_Approve() {
 		Scope: switchboard.Scope{{Queue: "invoices", Verbs: []switchboard.Verb{switchboard.VerbCreateFor, switchboard.VerbGet}}},
 	}
 	req.IDToken = iss.RequestToken("alice", req, time.Now())
-	edge, err := sb.Request(ctx, req)
+	edge, _, err := sb.Request(ctx, req)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -141,7 +141,7 @@ func ExampleSwitchboard_CreateFor() {
 		Scope: switchboard.Scope{{Queue: "invoices", Verbs: []switchboard.Verb{switchboard.VerbCreateFor}}},
 	}
 	req.IDToken = iss.RequestToken("alice", req, time.Now())
-	edge, err := sb.Request(ctx, req)
+	edge, _, err := sb.Request(ctx, req)
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -188,7 +188,8 @@ type VendRequest struct {
 	Target string
 	// Scope may hold any verb, and list/get on ApprovalsQueue.
 	Scope Scope
-	// ExpiresAt ends the grant; zero means it lasts until revoked.
+	// ExpiresAt ends the grant; zero means it lasts until revoked. A
+	// non-zero time must lie in [1970, 2200) UTC.
 	ExpiresAt time.Time
 	// DefaultLease is the lease length for claims that name none; zero means
 	// Config.DefaultLease.
@@ -211,6 +212,9 @@ func (s *Switchboard) Vend(ctx context.Context, human Human, r VendRequest) (Gra
 	}
 	if r.DefaultLease < 0 || r.DefaultLease > s.cfg.MaxLease {
 		return Grant{}, "", fmt.Errorf("switchboard: vend: %w", invalid("default lease %s outside (0, %s]", r.DefaultLease, s.cfg.MaxLease))
+	}
+	if err := checkTime("expiry", r.ExpiresAt); err != nil {
+		return Grant{}, "", fmt.Errorf("switchboard: vend: %w", err)
 	}
 	var g Grant
 	var cred Credential

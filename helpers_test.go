@@ -148,9 +148,10 @@ func (h *harness) token(human switchboard.Human, from, to string, sc switchboard
 
 // request sends a correctly signed friend request on behalf of human.
 func (h *harness) request(human switchboard.Human, from, to string, sc switchboard.Scope, why string) (switchboard.Edge, error) {
-	return h.sb.Request(ctx, switchboard.FriendRequest{
+	e, _, err := h.sb.Request(ctx, switchboard.FriendRequest{
 		From: from, To: to, Scope: sc, Why: why, IDToken: h.token(human, from, to, sc, why),
 	})
+	return e, err
 }
 
 // friend makes from a friend of to with scope and returns the credential.

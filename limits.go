@@ -5,6 +5,7 @@ package switchboard
 import (
 	"fmt"
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -114,7 +115,7 @@ func (s *Switchboard) validateNewTodo(n NewTodo) error {
 	if n.MaxAttempts < 0 || n.MaxAttempts > 100 {
 		return invalid("max attempts %d outside 0..100", n.MaxAttempts)
 	}
-	return nil
+	return checkTime("not before", n.NotBefore)
 }
 
 // clip truncates s to at most n bytes on a rune boundary.
@@ -126,4 +127,25 @@ func clip(s string, n int) string {
 		n--
 	}
 	return s[:n]
+}
+
+// Every time switchboard stores or compares — a todo's NotBefore, a vended
+// grant's ExpiresAt, an ID token's iat and exp — lies in [earliestTime,
+// latestTime): from 1970 up to (not including) 2200, UTC. A time outside the
+// range is refused with ErrInvalidArgument (an ID token's with
+// ErrProvenance) rather than stored where it would compare wrongly.
+var (
+	earliestTime = time.Unix(0, 0).UTC()
+	latestTime   = time.Date(2200, 1, 1, 0, 0, 0, 0, time.UTC)
+)
+
+// checkTime refuses a non-zero time outside [1970, 2200).
+func checkTime(field string, t time.Time) error {
+	if t.IsZero() {
+		return nil
+	}
+	if t.Before(earliestTime) || !t.Before(latestTime) {
+		return invalid("%s %s is outside the supported range [1970-01-01, 2200-01-01) UTC", field, t.UTC().Format(time.RFC3339))
+	}
+	return nil
 }

@@ -55,7 +55,7 @@ type Provenance struct {
 	IssuedAt   time.Time `json:"issued_at"`       // the token's iat
 	ExpiresAt  time.Time `json:"expires_at"`      // the token's exp
 	VerifiedAt time.Time `json:"verified_at"`     // when switchboard verified it
-	TokenHash  string    `json:"token_hash"`      // base64url SHA-256 of the ID token
+	TokenHash  string    `json:"token_hash"`      // base64url SHA-256 of the token's signed claims: one per token, however spelled
 }
 
 // Human returns the verified human.
@@ -224,47 +224,68 @@ func provErr(reason string, err error) error {
 	return fmt.Errorf("%w: %s", ErrProvenance, reason)
 }
 
-// VerifyHuman verifies an ID token the way Request does — allow-listed
+// VerifyHuman verifies an ID token presented to sign a human in — allow-listed
 // issuer, algorithm, signature, audience, expiry, iat no older than
-// Config.MaxTokenAge and not in the future, the issuer's amr/acr policy —
-// and returns what it proved; Provenance.Human is the Human to pass to the
-// human-facing calls (Approve, Deny, Withdraw, Revoke, Vend, Publish). If
-// nonce is not empty the token's nonce must equal it (pass the nonce the
-// host's login started with). VerifyHuman stores nothing and does not
-// consume the token: replay protection is for friend requests, where the
-// token is the request's proof. Errors wrap ErrProvenance.
+// Config.MaxTokenAge and not in the future, the issuer's amr/acr policy, and
+// a nonce equal to nonce (compared in constant time) — and returns what it
+// proved; Provenance.Human is the Human to pass to the human-facing calls
+// (Approve, Deny, Withdraw, Revoke, Vend, Publish).
+//
+// nonce is required: it is the unguessable value the host's login started
+// with and kept in the browser session, so a token minted for anything else —
+// in particular one that proved a friend request, whose nonce is a
+// RequestNonce — is never a login. A token already spent on a friend request
+// is refused too, whatever its nonce. VerifyHuman does not consume the token.
+//
+// Errors: ErrInvalidArgument for an empty nonce; ErrProvenance, worded for a
+// sign-in, for a token that fails any check.
 func (s *Switchboard) VerifyHuman(ctx context.Context, idToken, nonce string) (Provenance, error) {
-	p, err := s.oidc.verify(ctx, idToken, nonce, nonce != "", s.limits.MaxToken)
+	fail := func(err error) (Provenance, error) { return Provenance{}, fmt.Errorf("switchboard: sign in: %w", err) }
+	if nonce == "" {
+		return fail(invalid("a login nonce is required: start the login with a fresh random nonce and pass it here"))
+	}
+	p, err := s.oidc.verify(ctx, idToken, tokenUse{nonce: nonce, bind: true, login: true}, s.limits.MaxToken)
 	if err != nil {
-		return Provenance{}, fmt.Errorf("switchboard: verify human: %w", err)
+		return fail(err)
+	}
+	err = s.view(ctx, func(t *txn) error {
+		spent, err := t.lookup(tReplay, p.TokenHash)
+		if err != nil {
+			return err
+		}
+		if spent != "" {
+			return provErr("ID token was already spent on a friend request; sign in again", nil)
+		}
+		return nil
+	})
+	if err != nil {
+		return fail(err)
 	}
 	return p, nil
 }
 
-// verify checks raw completely — issuer allow-list, algorithm, signature,
-// audience, expiry, iat freshness, the issuer's assurance policy and, if
-// bind, that its nonce equals nonce — and returns what it proved. It does
-// not check replay; that needs the store.
-func (v *verifier) verify(ctx context.Context, raw string, nonce string, bind bool, maxLen int) (Provenance, error) {
+// tokenUse says what a token is being verified for.
+type tokenUse struct {
+	nonce string // the nonce the token must carry, if bind
+	bind  bool   // the token's nonce must equal nonce
+	login bool   // a sign-in (VerifyHuman), not a friend request: errors say so
+}
+
+// verify checks raw completely — its one canonical spelling
+// (parseIDToken), issuer allow-list, algorithm, signature, audience, expiry,
+// iat freshness, the issuer's assurance policy and, if use.bind, that its
+// nonce equals use.nonce — and returns what it proved. It does not check
+// replay; that needs the store.
+func (v *verifier) verify(ctx context.Context, raw string, use tokenUse, maxLen int) (Provenance, error) {
 	if err := ctx.Err(); err != nil {
 		return Provenance{}, err
 	}
-	if raw == "" {
-		return Provenance{}, provErr("missing ID token", nil)
-	}
-	if len(raw) > maxLen {
-		return Provenance{}, provErr("ID token too large", nil)
-	}
-	// Pick the issuer by the token's unverified iss, before any network call.
-	jws, err := jose.ParseSignedCompact(raw, v.algs)
+	tokIn, err := parseIDToken(raw, maxLen, v.algs)
 	if err != nil {
 		return Provenance{}, provErr("malformed ID token or disallowed algorithm", err)
 	}
-	var unverified idClaims
-	if err := json.Unmarshal(jws.UnsafePayloadWithoutVerification(), &unverified); err != nil {
-		return Provenance{}, provErr("malformed ID token claims", err)
-	}
-	st, ok := v.issuers[unverified.Issuer]
+	jws := tokIn.jws
+	st, ok := v.issuers[tokIn.claimString("iss")]
 	if !ok {
 		return Provenance{}, provErr("issuer not allow-listed", nil)
 	}
@@ -294,6 +315,11 @@ func (v *verifier) verify(ctx context.Context, raw string, nonce string, bind bo
 		return Provenance{}, provErr("ID token has no iat", nil)
 	}
 	iat := time.Unix(*c.IssuedAt, 0)
+	// Replay protection remembers a token until its exp; an exp past the
+	// range a key can hold would be forgotten early, so it is refused.
+	if checkTime("exp", tok.Expiry) != nil || checkTime("iat", iat) != nil {
+		return Provenance{}, provErr("ID token iat or exp outside [1970, 2200)", nil)
+	}
 	if iat.After(now.Add(v.cfg.ClockLeeway)) {
 		return Provenance{}, provErr("ID token issued in the future", nil)
 	}
@@ -306,21 +332,23 @@ func (v *verifier) verify(ctx context.Context, raw string, nonce string, bind bo
 	if len(st.RequireACR) > 0 && !slices.Contains(st.RequireACR, c.ACR) {
 		return Provenance{}, provErr(fmt.Sprintf("acr policy not met: need one of %v", st.RequireACR), nil)
 	}
-	if bind {
+	if use.bind {
 		if c.Nonce == "" {
 			return Provenance{}, provErr("ID token has no nonce", nil)
 		}
-		if subtle.ConstantTimeCompare([]byte(c.Nonce), []byte(nonce)) != 1 {
+		if subtle.ConstantTimeCompare([]byte(c.Nonce), []byte(use.nonce)) != 1 {
+			if use.login {
+				return Provenance{}, provErr("ID token nonce does not match this sign-in", nil)
+			}
 			return Provenance{}, provErr("ID token nonce is not bound to this request", nil)
 		}
 	}
-	h := sha256.Sum256([]byte(raw))
 	return Provenance{
 		Issuer: tok.Issuer, Subject: tok.Subject,
 		Name: sanitize(c.Name, 256), Email: sanitize(c.Email, 256),
 		AMR: clipAll(c.AMR), ACR: sanitize(c.ACR, 256),
 		IssuedAt: iat.UTC(), ExpiresAt: tok.Expiry.UTC(), VerifiedAt: now.UTC(),
-		TokenHash: base64.RawURLEncoding.EncodeToString(h[:]),
+		TokenHash: tokIn.hash,
 	}, nil
 }
 

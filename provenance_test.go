@@ -74,13 +74,12 @@ func TestForgedProvenanceIsRejected(t *testing.T) {
 			})},
 			{"nonce for another target", with(func(c *switchboardtest.Claims) { c.Nonce = sb.RequestNonce(from, "carol-bot", inboxCreate, why) })},
 			{"nonce for another why", with(func(c *switchboardtest.Claims) { c.Nonce = sb.RequestNonce(from, to, inboxCreate, why+"!") })},
-			{"subject is not the agent's owner", with(func(c *switchboardtest.Claims) { c.Subject = "bob" })},
 			{"oversized", strings.Repeat("a", 17<<10)},
 		}
 		for _, tc := range cases {
 			t.Run(tc.name, func(t *testing.T) {
 				before := lastSeq(t, h)
-				_, err := h.sb.Request(ctx, sb.FriendRequest{From: from, To: to, Scope: inboxCreate, Why: why, IDToken: tc.token})
+				_, _, err := h.sb.Request(ctx, sb.FriendRequest{From: from, To: to, Scope: inboxCreate, Why: why, IDToken: tc.token})
 				require.ErrorIs(t, err, sb.ErrProvenance)
 				if tc.token != "" && len(tc.token) > 20 {
 					assert.NotContains(t, err.Error(), tc.token[:20], "the error must not echo the token")
@@ -94,15 +93,24 @@ func TestForgedProvenanceIsRejected(t *testing.T) {
 
 		assert.Zero(t, rogue.Requests(), "an issuer not on the list is refused before any network call")
 
+		// A valid token of a human who does not own the requesting agent is
+		// a different error: the token is fine, the human is not allowed.
+		before := lastSeq(t, h)
+		_, _, err = h.sb.Request(ctx, sb.FriendRequest{From: from, To: to, Scope: inboxCreate, Why: why,
+			IDToken: with(func(c *switchboardtest.Claims) { c.Subject = "bob" })})
+		require.ErrorIs(t, err, sb.ErrForbidden)
+		assert.NotErrorIs(t, err, sb.ErrProvenance, "hosts answer 403 here, 401 for a bad token")
+		assert.Equal(t, before, lastSeq(t, h))
+
 		// The control: the valid token is accepted, exactly once.
 		tok := h.iss.Sign(valid())
-		e, err := h.sb.Request(ctx, sb.FriendRequest{From: from, To: to, Scope: inboxCreate, Why: why, IDToken: tok})
+		e, _, err := h.sb.Request(ctx, sb.FriendRequest{From: from, To: to, Scope: inboxCreate, Why: why, IDToken: tok})
 		require.NoError(t, err)
 		assert.Equal(t, "Alice", e.Provenance.Name)
 		assert.NotEmpty(t, e.Provenance.TokenHash)
 		assert.NotContains(t, e.Provenance.TokenHash, tok)
 		require.NoError(t, h.sb.Withdraw(ctx, h.alice, e.ID))
-		_, err = h.sb.Request(ctx, sb.FriendRequest{From: from, To: to, Scope: inboxCreate, Why: why, IDToken: tok})
+		_, _, err = h.sb.Request(ctx, sb.FriendRequest{From: from, To: to, Scope: inboxCreate, Why: why, IDToken: tok})
 		require.ErrorIs(t, err, sb.ErrProvenance, "a replayed token")
 	})
 }
@@ -115,7 +123,7 @@ func TestIDTokenIsNeverStored(t *testing.T) {
 			t.Cleanup(func() { _ = st.Close() })
 			h := newHarness(t, st)
 			tok := h.token(h.alice, "alice-bot", "bob-desk", inboxCreate, "why")
-			_, err := h.sb.Request(ctx, sb.FriendRequest{From: "alice-bot", To: "bob-desk", Scope: inboxCreate, Why: "why", IDToken: tok})
+			_, _, err := h.sb.Request(ctx, sb.FriendRequest{From: "alice-bot", To: "bob-desk", Scope: inboxCreate, Why: "why", IDToken: tok})
 			require.NoError(t, err)
 			sig := tok[strings.LastIndex(tok, ".")+1:]
 			for table, kv := range dump(t, st, st.tableList()) {
@@ -148,7 +156,7 @@ func TestSecondIssuerAndStaticKeys(t *testing.T) {
 			_, err = s2.Publish(ctx, sb.Persona{ID: id, Owner: owner, Card: card(id)})
 			require.NoError(t, err)
 			tok := is.Token("dana", "Dana", "", sb.RequestNonce(id, "bob-desk", inboxCreate, "hi"), h.clock.Now())
-			e, err := s2.Request(ctx, sb.FriendRequest{From: id, To: "bob-desk", Scope: inboxCreate, Why: "hi", IDToken: tok})
+			e, _, err := s2.Request(ctx, sb.FriendRequest{From: id, To: "bob-desk", Scope: inboxCreate, Why: "hi", IDToken: tok})
 			require.NoError(t, err, is.ClientID)
 			assert.Equal(t, is.URL(), e.Provenance.Issuer)
 		}
@@ -171,7 +179,7 @@ func FuzzRequestToken(f *testing.F) {
 		Keys: &jose.JSONWebKeySet{}}}})
 	require.NoError(f, err)
 	f.Fuzz(func(t *testing.T, tok string) {
-		_, err := s.Request(ctx, sb.FriendRequest{From: "a", To: "b", Scope: inboxCreate, Why: "w", IDToken: tok})
+		_, _, err := s.Request(ctx, sb.FriendRequest{From: "a", To: "b", Scope: inboxCreate, Why: "w", IDToken: tok})
 		require.Error(t, err)
 	})
 }
@@ -270,11 +278,11 @@ func TestAssurancePolicy(t *testing.T) {
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				before := lastSeq(t, h)
-				_, err := h.sb.Request(ctx, sb.FriendRequest{From: from, To: to, Scope: inboxCreate, Why: why, IDToken: tc.token})
+				_, _, err := h.sb.Request(ctx, sb.FriendRequest{From: from, To: to, Scope: inboxCreate, Why: why, IDToken: tc.token})
 				refused(t, h, before, err, tc.reason)
 			})
 		}
-		e, err := h.sb.Request(ctx, sb.FriendRequest{From: from, To: to, Scope: inboxCreate, Why: why,
+		e, _, err := h.sb.Request(ctx, sb.FriendRequest{From: from, To: to, Scope: inboxCreate, Why: why,
 			IDToken: sign([]string{"pwd", "hwk"}, "urn:example:loa:3")})
 		require.NoError(t, err)
 		assert.Equal(t, []string{"pwd", "hwk"}, e.Provenance.AMR)
@@ -316,7 +324,7 @@ func TestKeyRotationAndRefetchLimit(t *testing.T) {
 		for i := range 50 {
 			c := h.iss.Claims("alice", sb.RequestNonce(from, to, inboxCreate, why), h.clock.Now())
 			tok := switchboardtest.SignWith(rogue, fmt.Sprintf("junk-%d", i), jose.RS256, c.JSON())
-			_, err := h.sb.Request(ctx, sb.FriendRequest{From: from, To: to, Scope: inboxCreate, Why: why, IDToken: tok})
+			_, _, err := h.sb.Request(ctx, sb.FriendRequest{From: from, To: to, Scope: inboxCreate, Why: why, IDToken: tok})
 			require.ErrorIs(t, err, sb.ErrProvenance)
 		}
 		assert.LessOrEqual(t, h.iss.JWKSFetches()-fetches, 1, "50 junk tokens in one interval fetch the JWKS at most once")
@@ -350,11 +358,11 @@ func TestReplayRefusedAcrossSwitchboardsAndReopen(t *testing.T) {
 
 	tok := h.token(h.alice, "alice-bot", "bob-desk", inboxCreate, "once")
 	req := sb.FriendRequest{From: "alice-bot", To: "bob-desk", Scope: inboxCreate, Why: "once", IDToken: tok}
-	e, err := h.sb.Request(ctx, req)
+	e, _, err := h.sb.Request(ctx, req)
 	require.NoError(t, err)
 	require.NoError(t, h.sb.Withdraw(ctx, h.alice, e.ID))
 	before := lastSeq(t, h)
-	_, err = other.Request(ctx, req)
+	_, _, err = other.Request(ctx, req)
 	refused(t, h, before, err, "already used")
 
 	require.NoError(t, st.Close())
@@ -363,7 +371,7 @@ func TestReplayRefusedAcrossSwitchboardsAndReopen(t *testing.T) {
 	defer st.Close()
 	h.st = st
 	h.withConfig(t, nil, nil)
-	_, err = h.sb.Request(ctx, req)
+	_, _, err = h.sb.Request(ctx, req)
 	refused(t, h, before, err, "already used")
 }
 
@@ -375,15 +383,15 @@ func TestFreshOnlyBinding(t *testing.T) {
 		c := h.iss.Claims("alice", "", h.clock.Now()) // an IdP that sets no nonce
 		tok := h.iss.Sign(c)
 		req := sb.FriendRequest{From: "alice-bot", To: "bob-desk", Scope: inboxCreate, Why: "no nonce here", IDToken: tok}
-		e, err := h.sb.Request(ctx, req)
+		e, _, err := h.sb.Request(ctx, req)
 		require.NoError(t, err)
 		require.NoError(t, h.sb.Withdraw(ctx, h.alice, e.ID))
 		before := lastSeq(t, h)
-		_, err = h.sb.Request(ctx, req)
+		_, _, err = h.sb.Request(ctx, req)
 		refused(t, h, before, err, "already used")
 
 		c.Nonce = "some other login's nonce"
-		e, err = h.sb.Request(ctx, sb.FriendRequest{From: "alice-bot", To: "bob-desk", Scope: inboxCreate, Why: "other nonce", IDToken: h.iss.Sign(c)})
+		e, _, err = h.sb.Request(ctx, sb.FriendRequest{From: "alice-bot", To: "bob-desk", Scope: inboxCreate, Why: "other nonce", IDToken: h.iss.Sign(c)})
 		require.NoError(t, err, "fresh-only ignores the nonce")
 		require.NoError(t, h.sb.Withdraw(ctx, h.alice, e.ID))
 
@@ -391,7 +399,7 @@ func TestFreshOnlyBinding(t *testing.T) {
 		old := h.iss.Sign(c)
 		h.clock.Advance(11 * time.Minute)
 		before = lastSeq(t, h)
-		_, err = h.sb.Request(ctx, sb.FriendRequest{From: "carol-bot", To: "bob-desk", Scope: inboxCreate, Why: "stale", IDToken: old})
+		_, _, err = h.sb.Request(ctx, sb.FriendRequest{From: "carol-bot", To: "bob-desk", Scope: inboxCreate, Why: "stale", IDToken: old})
 		refused(t, h, before, err, "too old")
 	})
 	_, err := sb.New(memoryStore(t), &sb.Config{Binding: sb.Binding(7)})
@@ -399,7 +407,8 @@ func TestFreshOnlyBinding(t *testing.T) {
 }
 
 // VerifyHuman turns a login ID token into a Human for the human-facing
-// calls, with the same checks, storing and consuming nothing.
+// calls, with the same checks, storing and consuming nothing. It needs the
+// login's nonce, and a token that proved a friend request is never a login.
 func TestVerifyHuman(t *testing.T) {
 	eachBackend(t, func(t *testing.T, h *harness) {
 		login := h.iss.Token("bob", "Bob", "bob@example.com", "login-nonce-123", h.clock.Now())
@@ -408,27 +417,59 @@ func TestVerifyHuman(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, h.bob, p.Human())
 		assert.Equal(t, "Bob", p.Name)
-		_, err = h.sb.VerifyHuman(ctx, login, "")
-		require.NoError(t, err, "no nonce to check; the token is not consumed")
+		_, err = h.sb.VerifyHuman(ctx, login, "login-nonce-123")
+		require.NoError(t, err, "the token is not consumed")
 		assert.Equal(t, before, lastSeq(t, h), "VerifyHuman stores nothing")
 
+		_, err = h.sb.VerifyHuman(ctx, login, "")
+		require.ErrorIs(t, err, sb.ErrInvalidArgument, "a login nonce is required")
+		assert.Contains(t, err.Error(), "sign in")
 		_, err = h.sb.VerifyHuman(ctx, login, "another-login")
 		require.ErrorIs(t, err, sb.ErrProvenance)
+		assert.Contains(t, err.Error(), "sign-in")
+		_, err = h.sb.VerifyHuman(ctx, h.iss.Token("bob", "Bob", "", "", h.clock.Now()), "login-nonce-123")
+		require.ErrorIs(t, err, sb.ErrProvenance, "a token without a nonce is no login")
 		rogue, err := switchboardtest.NewIssuer("switchboard-test")
 		require.NoError(t, err)
 		defer rogue.Close()
-		_, err = h.sb.VerifyHuman(ctx, rogue.Token("bob", "Bob", "", "", h.clock.Now()), "")
+		_, err = h.sb.VerifyHuman(ctx, rogue.Token("bob", "Bob", "", "n", h.clock.Now()), "n")
 		require.ErrorIs(t, err, sb.ErrProvenance)
 		h.clock.Advance(2 * time.Hour)
-		_, err = h.sb.VerifyHuman(ctx, login, "")
+		_, err = h.sb.VerifyHuman(ctx, login, "login-nonce-123")
 		require.ErrorIs(t, err, sb.ErrProvenance, "expired")
 
 		// The verified human drives the human-facing calls.
 		e, err := h.request(h.alice, "alice-bot", "bob-desk", inboxCreate, "hi")
 		require.NoError(t, err)
-		p, err = h.sb.VerifyHuman(ctx, h.iss.Token("bob", "Bob", "", "", h.clock.Now()), "")
+		p, err = h.sb.VerifyHuman(ctx, h.iss.Token("bob", "Bob", "", "n2", h.clock.Now()), "n2")
 		require.NoError(t, err)
 		_, _, err = h.sb.Approve(ctx, p.Human(), e.ID, nil)
 		require.NoError(t, err)
+	})
+}
+
+// Whoever relays a friend request holds its token; it must not sign them in
+// as the requester — not with the request's nonce, and not under
+// BindFreshOnly, where a friend-request token may carry any nonce.
+func TestAFriendRequestTokenIsNeverALogin(t *testing.T) {
+	eachBackend(t, func(t *testing.T, h *harness) {
+		tok := h.token(h.alice, "alice-bot", "bob-desk", inboxCreate, "hi")
+		_, _, err := h.sb.Request(ctx, sb.FriendRequest{From: "alice-bot", To: "bob-desk", Scope: inboxCreate, Why: "hi", IDToken: tok})
+		require.NoError(t, err)
+		_, err = h.sb.VerifyHuman(ctx, tok, "")
+		require.ErrorIs(t, err, sb.ErrInvalidArgument)
+		_, err = h.sb.VerifyHuman(ctx, tok, "a-host-login-nonce")
+		require.ErrorIs(t, err, sb.ErrProvenance)
+		_, err = h.sb.VerifyHuman(ctx, tok, sb.RequestNonce("alice-bot", "bob-desk", inboxCreate, "hi"))
+		require.ErrorIs(t, err, sb.ErrProvenance, "spent on a friend request")
+		assert.Contains(t, err.Error(), "already spent")
+
+		h.withConfig(t, nil, func(c *sb.Config) { c.Binding = sb.BindFreshOnly })
+		c := h.iss.Claims("alice", "login-7", h.clock.Now())
+		fresh := h.iss.Sign(c)
+		_, _, err = h.sb.Request(ctx, sb.FriendRequest{From: "alice-bot", To: "carol-bot", Scope: inboxCreate, Why: "hi", IDToken: fresh})
+		require.NoError(t, err)
+		_, err = h.sb.VerifyHuman(ctx, fresh, "login-7")
+		require.ErrorIs(t, err, sb.ErrProvenance, "spent on a friend request, though its nonce matches")
 	})
 }

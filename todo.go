@@ -108,7 +108,8 @@ type NewTodo struct {
 	// it ends, CreateFor returns that todo instead of a new one. Keys are
 	// namespaced per grant.
 	DedupKey string
-	// NotBefore delays the todo; zero means ready now.
+	// NotBefore delays the todo; zero means ready now. A non-zero time
+	// must lie in [1970, 2200) UTC.
 	NotBefore time.Time
 	// MaxAttempts before the todo is dead-lettered; zero means
 	// Config.MaxAttempts.

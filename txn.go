@@ -165,11 +165,16 @@ func be64(n uint64) string { return string(binary.BigEndian.AppendUint64(nil, n)
 // timeKey encodes t so that byte order equals time order (times before
 // 1970 sort as 1970).
 func timeKey(t time.Time) string {
-	n := t.UnixNano()
-	if n < 0 {
-		n = 0
+	// UnixNano wraps outside 1678–2262; clamp first so a far time keys as
+	// the latest (or earliest) possible instant, never as one near now.
+	// Inputs are refused outside [1970, 2200) by checkTime anyway.
+	switch {
+	case t.Before(earliestTime):
+		return be64(0)
+	case !t.Before(latestTime):
+		return be64(uint64(latestTime.UnixNano()))
 	}
-	return be64(uint64(n))
+	return be64(uint64(t.UnixNano()))
 }
 
 // fromTimeKey decodes timeKey.

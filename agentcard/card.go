@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+
+	"github.com/switchboardhq/switchboard/internal/strictjson"
 )
 
 // Card is an A2A Agent Card (A2A v1.0, specification/a2a.proto), the
@@ -178,7 +180,7 @@ func Parse(data []byte) (Card, error) {
 	if len(data) > MaxBytes {
 		return Card{}, invalid("agent card is %d bytes, limit %d", len(data), MaxBytes)
 	}
-	tree, err := decodeStrict(data)
+	tree, err := strictjson.Decode(data)
 	if err != nil {
 		return Card{}, invalid("agent card is not a JSON object: %v", err)
 	}

@@ -5,93 +5,15 @@
 package agentcard
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"reflect"
 	"strings"
 	"unicode"
-	"unicode/utf8"
+
+	"github.com/switchboardhq/switchboard/internal/strictjson"
 )
-
-// maxDepth bounds the nesting of a card's JSON.
-const maxDepth = 64
-
-// decodeStrict reads exactly one JSON value from data into a tree of
-// map[string]any, []any, string, json.Number, bool and nil. It refuses what
-// a lenient decoder would quietly resolve one way while another reader
-// resolves it another: invalid UTF-8 (encoding/json replaces it), an object
-// with the same key twice (encoding/json keeps the last, other readers the
-// first), nesting deeper than maxDepth, and anything after the value.
-func decodeStrict(data []byte) (any, error) {
-	if !utf8.Valid(data) {
-		return nil, errors.New("not valid UTF-8")
-	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	v, err := decodeValue(dec, 0, "")
-	if err != nil {
-		return nil, err
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, errors.New("data after the JSON value")
-	}
-	return v, nil
-}
-
-func decodeValue(dec *json.Decoder, depth int, path string) (any, error) {
-	if depth > maxDepth {
-		return nil, fmt.Errorf("nested deeper than %d levels", maxDepth)
-	}
-	tok, err := dec.Token()
-	if err != nil {
-		return nil, err
-	}
-	switch t := tok.(type) {
-	case json.Delim:
-		switch t {
-		case '{':
-			obj := map[string]any{}
-			for dec.More() {
-				kt, err := dec.Token()
-				if err != nil {
-					return nil, err
-				}
-				k := kt.(string)
-				if _, dup := obj[k]; dup {
-					return nil, fmt.Errorf("%s: key %q appears twice", orRoot(path), k)
-				}
-				v, err := decodeValue(dec, depth+1, path+"."+k)
-				if err != nil {
-					return nil, err
-				}
-				obj[k] = v
-			}
-			if _, err := dec.Token(); err != nil {
-				return nil, err
-			}
-			return obj, nil
-		case '[':
-			arr := []any{}
-			for i := 0; dec.More(); i++ {
-				v, err := decodeValue(dec, depth+1, fmt.Sprintf("%s[%d]", path, i))
-				if err != nil {
-					return nil, err
-				}
-				arr = append(arr, v)
-			}
-			if _, err := dec.Token(); err != nil {
-				return nil, err
-			}
-			return arr, nil
-		}
-		return nil, fmt.Errorf("unexpected %v", t)
-	default:
-		return t, nil // string, json.Number, bool or nil
-	}
-}
 
 func orRoot(path string) string {
 	if path == "" {
@@ -398,7 +320,7 @@ func checkKeys(v any, t reflect.Type, path string) error {
 	return nil
 }
 
-// fill reads a document that decodeStrict produced and normalize (or
+// fill reads a document that strictjson.Decode produced and normalize (or
 // checkKeys) vetted into v. Every key of doc is then an exact field name,
 // present once, so encoding/json's case-insensitive matching and
 // last-duplicate-wins rule have nothing to act on: v holds exactly what doc
@@ -414,7 +336,7 @@ func fill(doc any, v any) error {
 // header reads the alg and kid of a JWS protected header with the same strict
 // decoding as a card: no duplicate keys, no case variants of alg or kid.
 func header(b []byte) (alg, kid string, err error) {
-	tree, err := decodeStrict(b)
+	tree, err := strictjson.Decode(b)
 	if err != nil {
 		return "", "", err
 	}
@@ -422,12 +344,8 @@ func header(b []byte) (alg, kid string, err error) {
 	if !ok {
 		return "", "", errors.New("not a JSON object")
 	}
-	for k := range obj {
-		for _, f := range []string{"alg", "kid"} {
-			if k != f && strings.EqualFold(k, f) {
-				return "", "", fmt.Errorf("key %q differs from %q only by case", k, f)
-			}
-		}
+	if k, f := strictjson.CaseTwin(obj, "alg", "kid"); k != "" {
+		return "", "", fmt.Errorf("key %q differs from %q only by case", k, f)
 	}
 	alg, okA := obj["alg"].(string)
 	kid, okK := obj["kid"].(string)

@@ -13,6 +13,7 @@ import (
 
 	jose "github.com/go-jose/go-jose/v4"
 	"github.com/gowebpki/jcs"
+	"github.com/switchboardhq/switchboard/internal/strictjson"
 )
 
 // Verify checks c's signatures (A2A v1.0 §8.4) and returns the
@@ -201,7 +202,7 @@ func (c Card) document() (map[string]any, error) {
 			return nil, invalid("agent card: %v", err)
 		}
 	}
-	tree, err := decodeStrict(src)
+	tree, err := strictjson.Decode(src)
 	if err != nil {
 		return nil, invalid("agent card: %v", err)
 	}

@@ -11,7 +11,7 @@
 //	sb, _ := switchboard.New(memory.New(), &switchboard.Config{Issuers: []switchboard.Issuer{iss.Config()}})
 //	req := switchboard.FriendRequest{From: "alice-bot", To: "bob-desk", Scope: scope, Why: "invoices"}
 //	req.IDToken = iss.RequestToken("alice", req, time.Now())
-//	edge, _ := sb.Request(ctx, req)
+//	edge, _, _ := sb.Request(ctx, req)
 //
 // The issuer's keys can be rotated, and it counts JWKS fetches so tests can
 // see refetch limits. [SignWith] signs arbitrary payloads, for tests of

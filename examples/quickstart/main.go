@@ -87,7 +87,7 @@ func run(ctx context.Context) error {
 	why := "I book Alice's trips and need to send you the invoices to pay."
 	nonce := switchboard.RequestNonce("alice-travel", "bob-accounts", requested, why)
 	idToken := iss.Token("alice", "Alice Liddell", "alice@example.com", nonce, time.Now())
-	edge, err := sb.Request(ctx, switchboard.FriendRequest{
+	edge, _, err := sb.Request(ctx, switchboard.FriendRequest{
 		From: "alice-travel", To: "bob-accounts", Scope: requested, Why: why, IDToken: idToken,
 	})
 	if err != nil {

@@ -1,0 +1,126 @@
+// ID-token input: the one reading of an ID token every entry point goes
+// through. A token is accepted only in its canonical compact spelling, and it
+// is known (for replay protection) by its signed content, so no re-spelling
+// of one token is a new token.
+
+package switchboard
+
+import (
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"strings"
+
+	jose "github.com/go-jose/go-jose/v4"
+
+	"github.com/switchboardhq/switchboard/internal/strictjson"
+)
+
+// idToken is an ID token read once, before its signature is checked.
+type idToken struct {
+	jws    *jose.JSONWebSignature
+	claims map[string]any // the payload, decoded strictly
+	hash   string         // base64url SHA-256 of the signed payload
+}
+
+// readClaimNames are the claims switchboard or go-oidc read; a key that
+// differs from one of them only by case would be read as that claim by
+// encoding/json and ignored by exact-match readers, so it is refused.
+var readClaimNames = []string{
+	"iss", "sub", "aud", "exp", "iat", "nbf", "nonce", "name", "email",
+	"amr", "acr", "azp", "at_hash", "c_hash", "_claim_names", "_claim_sources",
+}
+
+// headerNames are the JOSE header parameters a verifier acts on.
+var headerNames = []string{"alg", "kid", "typ", "cty", "crit", "jwk", "jku", "x5c", "x5u", "b64"}
+
+// parseIDToken reads raw as an ID token. It accepts exactly the compact
+// serialization in canonical form — three dot-separated segments of the
+// unpadded base64url alphabet, each the canonical encoding of its bytes — and
+// refuses everything a lenient reader would read as the same token (inner or
+// surrounding whitespace, padding, the JSON serialization, non-zero trailing
+// bits). Header and payload are JSON objects without duplicate keys or case
+// twins of the names verifiers read. The returned hash covers the signed
+// payload: two spellings that verify carry the same payload, so they hash the
+// same, even where a signature scheme admits several valid signatures.
+func parseIDToken(raw string, maxLen int, algs []jose.SignatureAlgorithm) (*idToken, error) {
+	if raw == "" {
+		return nil, errors.New("missing ID token")
+	}
+	if len(raw) > maxLen {
+		return nil, fmt.Errorf("ID token is %d bytes, limit %d", len(raw), maxLen)
+	}
+	segs := strings.Split(raw, ".")
+	if len(segs) != 3 {
+		return nil, errors.New("ID token is not a compact JWS (three dot-separated segments)")
+	}
+	var dec [3][]byte
+	for i, s := range segs {
+		b, err := canonicalSegment(s)
+		if err != nil {
+			return nil, fmt.Errorf("ID token segment %d: %w", i+1, err)
+		}
+		dec[i] = b
+	}
+	hdr, err := strictObject(dec[0])
+	if err != nil {
+		return nil, fmt.Errorf("ID token header: %w", err)
+	}
+	if k, f := strictjson.CaseTwin(hdr, headerNames...); k != "" {
+		return nil, fmt.Errorf("ID token header: key %q differs from %q only by case", k, f)
+	}
+	claims, err := strictObject(dec[1])
+	if err != nil {
+		return nil, fmt.Errorf("ID token claims: %w", err)
+	}
+	if k, f := strictjson.CaseTwin(claims, readClaimNames...); k != "" {
+		return nil, fmt.Errorf("ID token claims: key %q differs from %q only by case", k, f)
+	}
+	jws, err := jose.ParseSignedCompact(raw, algs)
+	if err != nil {
+		return nil, fmt.Errorf("ID token: %w", err)
+	}
+	if len(jws.Signatures) != 1 {
+		return nil, errors.New("ID token must carry exactly one signature")
+	}
+	h := sha256.Sum256(dec[1])
+	return &idToken{jws: jws, claims: claims, hash: base64.RawURLEncoding.EncodeToString(h[:])}, nil
+}
+
+// canonicalSegment decodes one segment of a compact JWS, refusing any
+// spelling but the canonical unpadded base64url encoding of its bytes.
+func canonicalSegment(s string) ([]byte, error) {
+	if s == "" {
+		return nil, errors.New("empty")
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+			return nil, fmt.Errorf("byte %d (%q) is not in the unpadded base64url alphabet", i, c)
+		}
+	}
+	b, err := base64.RawURLEncoding.Strict().DecodeString(s)
+	if err != nil {
+		return nil, fmt.Errorf("not canonical base64url: %w", err)
+	}
+	return b, nil
+}
+
+func strictObject(b []byte) (map[string]any, error) {
+	v, err := strictjson.Decode(b)
+	if err != nil {
+		return nil, err
+	}
+	obj, ok := v.(map[string]any)
+	if !ok {
+		return nil, errors.New("not a JSON object")
+	}
+	return obj, nil
+}
+
+// claimString returns a string claim ("" when absent or not a string).
+func (t *idToken) claimString(name string) string {
+	s, _ := t.claims[name].(string)
+	return s
+}
