@@ -43,7 +43,8 @@
 // may [Switchboard.Revoke] a grant; the next call with its credential fails
 // and todos from it that nobody has claimed yet are cancelled. Grants are
 // non-transitive: a queue, todo, edge or persona outside what a caller may
-// see is [ErrNotFound], worded exactly like one that does not exist.
+// see is [ErrNotFound], worded exactly like one that does not exist — for
+// every verb, including a todo id whose verb the grant does not hold.
 // Approve, Deny, Withdraw, Revoke and Vend are human acts: they take a
 // [Human], and no credential can perform them. A host that signs its humans
 // in with OIDC turns their ID token into that Human with

@@ -66,7 +66,8 @@ type ListOptions struct {
 }
 
 // List returns a queue's todos in creation order. Through a friend grant it
-// shows only the todos that grant created.
+// shows only the todos that grant created or claimed; an After cursor the
+// grant may not see is ErrNotFound.
 func (s *Switchboard) List(ctx context.Context, c Credential, queue string, opts *ListOptions) ([]Todo, error) {
 	var o ListOptions
 	if opts != nil {
@@ -87,7 +88,7 @@ func (s *Switchboard) List(ctx context.Context, c Credential, queue string, opts
 		start := qkey + sep
 		if o.After != "" {
 			r, err := t.todo(o.After)
-			if err != nil || r.QueueKey != qkey {
+			if err != nil || r.QueueKey != qkey || !visible(g, r) {
 				return notFound("todo")
 			}
 			start += be64(r.Seq + 1)
@@ -99,7 +100,7 @@ func (s *Switchboard) List(ctx context.Context, c Credential, queue string, opts
 				ferr = err
 				return false
 			}
-			if g.EdgeID != "" && r.Origin.Grant != g.ID {
+			if !visible(g, r) {
 				return true
 			}
 			if o.State == "" || r.State == o.State {

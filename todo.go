@@ -273,10 +273,12 @@ func (r *todoRec) closeAttempt(now time.Time, how Outcome, reason string) {
 	}
 }
 
-// todoFor loads todo id for an id-addressed verb: the credential must be
-// live, the todo must be in a queue the grant names (else ErrNotFound, as for
-// an id that does not exist), and the verb must be granted. Through a friend
-// grant, get and list see only the todos that grant created.
+// todoFor loads todo id for an id-addressed verb. It is the one visibility
+// rule every id verb goes through: the credential must be live, and a todo
+// the grant may not address with v — in a queue it does not name, on which
+// it does not hold v, or (through a friend grant) neither created nor
+// claimed by that grant — is ErrNotFound with the same words as an id that
+// does not exist, so no answer tells a caller which ids exist.
 func (s *Switchboard) todoFor(t *txn, c Credential, id string, v Verb) (*grantRec, *todoRec, error) {
 	g, err := t.authenticate(c)
 	if err != nil {
@@ -286,20 +288,33 @@ func (s *Switchboard) todoFor(t *txn, c Credential, id string, v Verb) (*grantRe
 	if err != nil {
 		return nil, nil, err
 	}
-	if !g.Scope.Has(r.Queue) || queueKey(&g.Grant, r.Queue) != r.QueueKey {
+	if !g.Scope.Allows(r.Queue, v) || !visible(g, r) {
 		return nil, nil, notFound("todo")
-	}
-	if g.EdgeID != "" && (v == VerbGet || v == VerbList) && r.Origin.Grant != g.ID {
-		return nil, nil, notFound("todo")
-	}
-	if !g.Scope.Allows(r.Queue, v) {
-		return nil, nil, fmt.Errorf("%w: grant does not allow %s on this queue", ErrForbidden, v)
 	}
 	return g, r, nil
 }
 
+// visible reports whether grant g may see todo r at all: r must be in a
+// queue g names and, through a friend grant, be one g created or claimed.
+// A human's own grant (Vend) sees every todo of its queues.
+func visible(g *grantRec, r *todoRec) bool {
+	if !g.Scope.Has(r.Queue) || queueKey(&g.Grant, r.Queue) != r.QueueKey {
+		return false
+	}
+	if g.EdgeID == "" || r.Origin.Grant == g.ID {
+		return true
+	}
+	for _, a := range r.History {
+		if a.Grant == g.ID {
+			return true
+		}
+	}
+	return false
+}
+
 // Get returns one todo. Through a friend grant only the todos that grant
-// created are visible; any other id is ErrNotFound.
+// created or claimed are visible; any other id is ErrNotFound, exactly as an
+// unknown one.
 func (s *Switchboard) Get(ctx context.Context, c Credential, todoID string) (Todo, error) {
 	var out Todo
 	err := s.view(ctx, func(t *txn) error {
