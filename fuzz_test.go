@@ -1,0 +1,225 @@
+package switchboard_test
+
+// Fuzz targets for every outside input the root package reads: ID tokens,
+// scopes, todo input and credentials. Each asserts properties — what is
+// accepted is exactly what was checked, nothing refused is written, nothing
+// panics — not only the absence of crashes. CI runs each briefly; crashers
+// stay under testdata/fuzz as regression inputs.
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	sb "github.com/switchboardhq/switchboard"
+	"github.com/switchboardhq/switchboard/store/memory"
+)
+
+// newEvents reports whether anything was written since *seq, moving *seq on.
+func newEvents(t testing.TB, h *harness, seq *uint64) bool {
+	t.Helper()
+	evs, err := h.sb.Events(ctx, *seq, 1000)
+	require.NoError(t, err)
+	if len(evs) == 0 {
+		return false
+	}
+	*seq = evs[len(evs)-1].Seq
+	return true
+}
+
+// FuzzIDToken: the only spelling of a token that verifies is the one the
+// issuer signed, and what it proves is what that token says.
+func FuzzIDToken(f *testing.F) {
+	h := newHarness(f, memory.New())
+	const nonce = "fuzz-login-nonce"
+	tok := h.iss.Token("alice", "Alice", "alice@example.com", nonce, h.clock.Now())
+	want, err := h.sb.VerifyHuman(ctx, tok, nonce)
+	require.NoError(f, err)
+	f.Add(tok)
+	for _, v := range respellings(tok) {
+		f.Add(v)
+	}
+	f.Add("")
+	f.Add("a.b.c")
+	sig := tok[strings.LastIndexByte(tok, '.')+1:]
+	f.Fuzz(func(t *testing.T, raw string) {
+		p, err := h.sb.VerifyHuman(ctx, raw, nonce)
+		if err != nil {
+			if !errors.Is(err, sb.ErrProvenance) && !errors.Is(err, sb.ErrInvalidArgument) {
+				t.Fatalf("unexpected error class: %v", err)
+			}
+			if strings.Contains(err.Error(), sig) {
+				t.Fatalf("the error echoes the token's signature: %v", err)
+			}
+			return
+		}
+		if raw != tok {
+			t.Fatalf("a spelling other than the signed one verified:\n%q\n%q", raw, tok)
+		}
+		if p.TokenHash != want.TokenHash || p.Human() != want.Human() || p.Name != want.Name {
+			t.Fatalf("the token proved something else: %+v vs %+v", p, want)
+		}
+	})
+}
+
+// FuzzScope: Normalize is idempotent and allows exactly what its input
+// allows; Intersect allows only what both sides allow; a vended grant holds
+// exactly the normalized scope it was given, or nothing is written.
+func FuzzScope(f *testing.F) {
+	h := newHarness(f, memory.New())
+	f.Add([]byte(`[{"queue":"inbox","verbs":["create_for","list"]}]`), []byte(`[{"queue":"inbox","verbs":["list"]}]`))
+	f.Add([]byte(`[{"queue":"a","verbs":["get"]},{"queue":"a","verbs":["claim","get"]}]`), []byte(`null`))
+	f.Add([]byte(`[{"queue":"INBOX","verbs":["List"]},{"queue":"inbox","verbs":[]}]`), []byte(`[{"queue":"approvals","verbs":["get"]}]`))
+	verbs := append(sb.GrantableVerbs(), sb.VerbCancel, sb.VerbRedrive, "bogus")
+	var seq uint64
+	newEvents(f, h, &seq) // what setup wrote
+	f.Fuzz(func(t *testing.T, a, b []byte) {
+		var s, o sb.Scope
+		if json.Unmarshal(a, &s) != nil || json.Unmarshal(b, &o) != nil {
+			return
+		}
+		n := normalizeTwice(t, s)
+		queues := map[string]bool{}
+		for _, sc := range []sb.Scope{s, o} {
+			for _, e := range sc {
+				queues[e.Queue] = true
+			}
+		}
+		in := sb.Intersect(s, o)
+		for q := range queues {
+			for _, v := range verbs {
+				if s.Allows(q, v) != n.Allows(q, v) {
+					t.Fatalf("Normalize changed whether %s may %s", q, v)
+				}
+				if in.Allows(q, v) && !(s.Allows(q, v) && o.Allows(q, v)) {
+					t.Fatalf("Intersect allows %s on %s beyond its inputs", v, q)
+				}
+				if !in.Allows(q, v) && s.Allows(q, v) && o.Allows(q, v) {
+					t.Fatalf("Intersect lost %s on %s", v, q)
+				}
+			}
+		}
+		g, cred, err := h.sb.Vend(ctx, h.bob, sb.VendRequest{Agent: "bob-desk", Scope: s})
+		if err != nil {
+			if !errors.Is(err, sb.ErrInvalidArgument) && !errors.Is(err, sb.ErrQuotaExceeded) {
+				t.Fatalf("unexpected error class: %v", err)
+			}
+			if newEvents(t, h, &seq) {
+				t.Fatal("a refused vend wrote events")
+			}
+			return
+		}
+		newEvents(t, h, &seq)
+		if !sb.Equal(g.Scope, n) {
+			t.Fatalf("vended %v, asked for %v", g.Scope, n)
+		}
+		if err := h.sb.Revoke(ctx, h.bob, g.ID); err != nil {
+			t.Fatal(err)
+		}
+		newEvents(t, h, &seq)
+		if _, err := h.sb.Authenticate(ctx, cred); !errors.Is(err, sb.ErrUnauthenticated) {
+			t.Fatalf("a revoked credential authenticated: %v", err)
+		}
+	})
+}
+
+// normalizeTwice normalizes s and checks that normalizing again changes nothing.
+func normalizeTwice(t *testing.T, s sb.Scope) sb.Scope {
+	t.Helper()
+	n := sb.Normalize(s)
+	a, _ := json.Marshal(n)
+	b, _ := json.Marshal(sb.Normalize(n))
+	if !bytes.Equal(a, b) {
+		t.Fatalf("Normalize is not idempotent: %s then %s", a, b)
+	}
+	return n
+}
+
+// FuzzNewTodo: CreateFor either refuses the input with ErrInvalidArgument
+// and writes nothing, or stores exactly the input; a dedup key makes a
+// second create return the first todo.
+func FuzzNewTodo(f *testing.F) {
+	h := newHarness(f, memory.New())
+	_, cred, err := h.sb.Vend(ctx, h.bob, sb.VendRequest{Agent: "bob-desk", Scope: scope("inbox", sb.VerbCreateFor, sb.VerbGet)})
+	require.NoError(f, err)
+	f.Add("invoice.review", "Review invoice 118", []byte(`{"n":118}`), 0, "inv-118", int64(0), 0)
+	f.Add("k", "two\nlines", []byte{0xff}, 2_000_000, "", int64(1)<<62, -1)
+	f.Add("", "\u202etitle", []byte(nil), -5, "key\x00", int64(10413792000), 101)
+	f.Add("k", "t", []byte("p"), 1, "d", int64(7258118400), 3) // 2200-01-01: just past the range
+	var seq uint64
+	newEvents(f, h, &seq) // what setup wrote
+	f.Fuzz(func(t *testing.T, kind, title string, payload []byte, prio int, dedup string, notBefore int64, attempts int) {
+		n := sb.NewTodo{Kind: kind, Title: title, Payload: payload, Priority: prio, DedupKey: dedup, MaxAttempts: attempts}
+		if notBefore != 0 {
+			n.NotBefore = time.Unix(notBefore, 0)
+		}
+		td, created, err := h.sb.CreateFor(ctx, cred, "inbox", n)
+		if err != nil {
+			if !errors.Is(err, sb.ErrInvalidArgument) {
+				t.Fatalf("unexpected error class: %v", err)
+			}
+			if newEvents(t, h, &seq) {
+				t.Fatal("a refused create wrote events")
+			}
+			return
+		}
+		newEvents(t, h, &seq)
+		got, err := h.sb.Get(ctx, cred, td.ID)
+		require.NoError(t, err)
+		if created {
+			assert.Equal(t, kind, got.Kind)
+			assert.Equal(t, title, got.Title)
+			assert.True(t, bytes.Equal(payload, got.Payload), "payload")
+			assert.Equal(t, prio, got.Priority)
+			if !n.NotBefore.IsZero() && got.AvailableAt.Before(n.NotBefore.Truncate(time.Second)) {
+				t.Fatalf("available at %v, before NotBefore %v", got.AvailableAt, n.NotBefore)
+			}
+		}
+		if dedup != "" {
+			again, created2, err := h.sb.CreateFor(ctx, cred, "inbox", n)
+			require.NoError(t, err)
+			newEvents(t, h, &seq)
+			if created2 || again.ID != td.ID {
+				t.Fatalf("dedup key %q made a second todo", dedup)
+			}
+		}
+	})
+}
+
+// FuzzCredential: no string but an issued, live credential authenticates,
+// and refusals never echo what was presented.
+func FuzzCredential(f *testing.F) {
+	h := newHarness(f, memory.New())
+	g, cred, err := h.sb.Vend(ctx, h.bob, sb.VendRequest{Agent: "bob-desk", Scope: scope("inbox", sb.VerbList)})
+	require.NoError(f, err)
+	f.Add(string(cred))
+	f.Add(" " + string(cred))
+	f.Add(strings.ToUpper(string(cred)))
+	f.Add(string(cred) + "=")
+	f.Add(string(cred)[:len(cred)-1])
+	f.Add("sbg_" + strings.Repeat("A", 43))
+	f.Fuzz(func(t *testing.T, c string) {
+		got, err := h.sb.Authenticate(ctx, sb.Credential(c))
+		if err == nil {
+			if c != string(cred) || got.ID != g.ID {
+				t.Fatalf("%q authenticated as %s", c, got.ID)
+			}
+			return
+		}
+		if !errors.Is(err, sb.ErrUnauthenticated) {
+			t.Fatalf("unexpected error class: %v", err)
+		}
+		if len(c) > 8 && strings.Contains(err.Error(), c) {
+			t.Fatalf("the error echoes the credential: %v", err)
+		}
+		if _, err := h.sb.List(ctx, sb.Credential(c), "inbox", nil); !errors.Is(err, sb.ErrUnauthenticated) {
+			t.Fatalf("List with a refused credential: %v", err)
+		}
+	})
+}
