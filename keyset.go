@@ -13,6 +13,7 @@ import (
 	"time"
 
 	jose "github.com/go-jose/go-jose/v4"
+	"github.com/switchboardhq/switchboard/internal/strictjson"
 )
 
 // keySet is the oidc.KeySet switchboard uses: a static set, or an issuer's
@@ -153,6 +154,16 @@ func (k *keySet) fetch(ctx context.Context) ([]jose.JSONWebKey, error) {
 	if len(body) > maxJWKS {
 		return nil, errors.New("JWKS larger than 1 MiB")
 	}
+	obj, err := strictObject(body, "keys")
+	if err != nil {
+		return nil, fmt.Errorf("JWKS: %w", err)
+	}
+	for _, k := range asList(obj["keys"]) {
+		m, _ := k.(map[string]any)
+		if kk, f := strictjson.CaseTwin(m, jwkNames...); kk != "" {
+			return nil, fmt.Errorf("JWKS: key parameter %q differs from %q only by case", kk, f)
+		}
+	}
 	var set jose.JSONWebKeySet
 	if err := json.Unmarshal(body, &set); err != nil {
 		return nil, fmt.Errorf("JWKS: %w", err)
@@ -165,3 +176,8 @@ func (k *keySet) fetch(ctx context.Context) ([]jose.JSONWebKey, error) {
 	}
 	return keys, nil
 }
+
+// jwkNames are the JWK parameters go-jose reads.
+var jwkNames = []string{"kty", "kid", "use", "alg", "crv", "x", "y", "n", "e", "d", "x5c", "x5u", "x5t", "x5t#S256", "key_ops", "k"}
+
+func asList(v any) []any { l, _ := v.([]any); return l }

@@ -186,11 +186,15 @@ func (v *verifier) forIssuer(ctx context.Context, st *issuerState) (*oidc.IDToke
 		return nil, fmt.Errorf("discovery for %s failed recently; retrying after %s", st.URL, st.triedAt.Add(v.cfg.KeyRefetchInterval).Format(time.RFC3339))
 	}
 	p, err := oidc.NewProvider(oidc.ClientContext(ctx, v.cfg.HTTPClient), st.URL)
-	var doc struct {
-		JWKS string `json:"jwks_uri"`
-	}
+	var doc struct{ JWKS string }
 	if err == nil {
-		err = p.Claims(&doc)
+		var raw json.RawMessage
+		if err = p.Claims(&raw); err == nil {
+			var obj map[string]any
+			if obj, err = strictObject(raw, "issuer", "jwks_uri"); err == nil {
+				doc.JWKS, _ = obj["jwks_uri"].(string)
+			}
+		}
 	}
 	if err == nil && doc.JWKS == "" {
 		err = errors.New("no jwks_uri")

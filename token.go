@@ -63,19 +63,12 @@ func parseIDToken(raw string, maxLen int, algs []jose.SignatureAlgorithm) (*idTo
 		}
 		dec[i] = b
 	}
-	hdr, err := strictObject(dec[0])
-	if err != nil {
+	if _, err := strictObject(dec[0], headerNames...); err != nil {
 		return nil, fmt.Errorf("ID token header: %w", err)
 	}
-	if k, f := strictjson.CaseTwin(hdr, headerNames...); k != "" {
-		return nil, fmt.Errorf("ID token header: key %q differs from %q only by case", k, f)
-	}
-	claims, err := strictObject(dec[1])
+	claims, err := strictObject(dec[1], readClaimNames...)
 	if err != nil {
 		return nil, fmt.Errorf("ID token claims: %w", err)
-	}
-	if k, f := strictjson.CaseTwin(claims, readClaimNames...); k != "" {
-		return nil, fmt.Errorf("ID token claims: key %q differs from %q only by case", k, f)
 	}
 	jws, err := jose.ParseSignedCompact(raw, algs)
 	if err != nil {
@@ -107,7 +100,12 @@ func canonicalSegment(s string) ([]byte, error) {
 	return b, nil
 }
 
-func strictObject(b []byte) (map[string]any, error) {
+// strictObject decodes an outside JSON object strictly (strictjson.Decode)
+// and refuses a key that differs from one of names — the keys its readers
+// act on — only by case. Every issuer document (ID-token header and claims,
+// discovery document, JWKS) goes through it before any lenient reader sees
+// it, so all readers read the same keys.
+func strictObject(b []byte, names ...string) (map[string]any, error) {
 	v, err := strictjson.Decode(b)
 	if err != nil {
 		return nil, err
@@ -115,6 +113,9 @@ func strictObject(b []byte) (map[string]any, error) {
 	obj, ok := v.(map[string]any)
 	if !ok {
 		return nil, errors.New("not a JSON object")
+	}
+	if k, f := strictjson.CaseTwin(obj, names...); k != "" {
+		return nil, fmt.Errorf("key %q differs from %q only by case", k, f)
 	}
 	return obj, nil
 }

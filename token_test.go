@@ -8,6 +8,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/big"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	sb "github.com/switchboardhq/switchboard"
+	"github.com/switchboardhq/switchboard/store/memory"
 	"github.com/switchboardhq/switchboard/switchboardtest"
 )
 
@@ -218,4 +221,41 @@ func TestRequestSaysWhatItDid(t *testing.T) {
 		_, _, err = h.sb.Request(ctx, r3)
 		require.ErrorIs(t, err, sb.ErrConflict)
 	})
+}
+
+// The issuer's own documents decode one way too: a discovery document or
+// JWKS with a case twin of a field its readers act on is refused, so the
+// tokens it would vouch for are refused.
+func TestIssuerDocumentsDecodeOneWay(t *testing.T) {
+	h := newHarness(t, memory.New())
+	priv, kid := h.iss.Key()
+	pub, err := json.Marshal(h.iss.PublicKeys())
+	require.NoError(t, err)
+	jwks := map[string]string{
+		"good":              string(pub),
+		"case twin of keys": strings.TrimSuffix(string(pub), "}") + `,"KEYS":[]}`,
+		"duplicate keys":    strings.TrimSuffix(string(pub), "}") + `,"keys":[]}`,
+		"case twin of kid":  strings.Replace(string(pub), `"kid":`, `"KID":"other","kid":`, 1),
+	}
+	for name, body := range jwks {
+		for _, disco := range []string{`{"issuer":%q,"jwks_uri":%q}`, `{"issuer":%q,"jwks_uri":%q,"JWKS_URI":"https://elsewhere.example/jwks"}`} {
+			mux := http.NewServeMux()
+			srv := httptest.NewServer(mux)
+			mux.HandleFunc("/.well-known/openid-configuration", func(w http.ResponseWriter, _ *http.Request) {
+				fmt.Fprintf(w, disco, srv.URL, srv.URL+"/jwks")
+			})
+			mux.HandleFunc("/jwks", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte(body)) })
+			s, err := sb.New(memory.New(), &sb.Config{Clock: h.clock, Issuers: []sb.Issuer{{URL: srv.URL, ClientID: "switchboard-test"}}})
+			require.NoError(t, err)
+			c := h.iss.Claims("alice", "n", h.clock.Now())
+			c.Issuer = srv.URL
+			_, err = s.VerifyHuman(ctx, switchboardtest.SignWith(priv, kid, jose.RS256, c.JSON()), "n")
+			if name == "good" && !strings.Contains(disco, "JWKS_URI") {
+				require.NoError(t, err, "the control")
+			} else {
+				require.ErrorIs(t, err, sb.ErrProvenance, "%s / %s", name, disco)
+			}
+			srv.Close()
+		}
+	}
 }
