@@ -120,7 +120,7 @@ func TestLiveEdgeQuota(t *testing.T) {
 			edges = append(edges, e)
 			h.clock.Advance(time.Second)
 		}
-		g, _, err := h.sb.Approve(ctx, h.bob, edges[0].ID, nil)
+		g, err := h.sb.Approve(ctx, h.bob, edges[0].ID, nil)
 		require.NoError(t, err)
 		_, err = h.request(h.alice, "alice-bot", ts[3], inboxCreate, "hi")
 		re := retryErr(t, err, sb.ErrQuotaExceeded)
@@ -254,7 +254,7 @@ func TestBlock(t *testing.T) {
 		h.publish(h.alice, "ghost", false) // exists, not discoverable
 		tok := h.token(h.carol, "carol-bot", "bob-desk", inboxCreate, "let me in")
 		before := lastSeq(t, h)
-		_, _, errBlocked := h.sb.Request(ctx, sb.FriendRequest{From: "carol-bot", To: "bob-desk", Scope: inboxCreate, Why: "let me in", IDToken: tok})
+		_, _, errBlocked := h.sb.Request(ctx, sb.FriendRequest{Pickup: testPickup, From: "carol-bot", To: "bob-desk", Scope: inboxCreate, Why: "let me in", IDToken: tok})
 		_, errUnknown := h.request(h.carol, "carol-bot", "nobody-here", inboxCreate, "let me in")
 		_, errHidden := h.request(h.carol, "carol-bot", "ghost", inboxCreate, "let me in")
 		require.ErrorIs(t, errBlocked, sb.ErrNotFound)
@@ -273,7 +273,7 @@ func TestBlock(t *testing.T) {
 		assert.Empty(t, blocked)
 		h.clock.Advance(7 * 24 * time.Hour) // the deny's cooldown
 		tok = h.token(h.carol, "carol-bot", "bob-desk", inboxCreate, "let me in")
-		_, _, err = h.sb.Request(ctx, sb.FriendRequest{From: "carol-bot", To: "bob-desk", Scope: inboxCreate, Why: "let me in", IDToken: tok})
+		_, _, err = h.sb.Request(ctx, sb.FriendRequest{Pickup: testPickup, From: "carol-bot", To: "bob-desk", Scope: inboxCreate, Why: "let me in", IDToken: tok})
 		require.NoError(t, err)
 
 		require.ErrorIs(t, h.sb.Block(ctx, h.bob, h.bob), sb.ErrInvalidArgument)
@@ -288,7 +288,7 @@ func TestFailedRequestConsumesNothing(t *testing.T) {
 		h.quotas(t, sb.Quotas{RequesterBurst: 1, TargetBurst: 1, LiveEdgesPerRequester: 1})
 		bad := []func() error{
 			func() error {
-				_, _, err := h.sb.Request(ctx, sb.FriendRequest{From: "alice-bot", To: "bob-desk", Scope: inboxCreate, Why: "hi", IDToken: "garbage"})
+				_, _, err := h.sb.Request(ctx, sb.FriendRequest{Pickup: testPickup, From: "alice-bot", To: "bob-desk", Scope: inboxCreate, Why: "hi", IDToken: "garbage"})
 				return err
 			},
 			func() error { _, err := h.request(h.alice, "alice-bot", "nobody", inboxCreate, "hi"); return err },
@@ -322,11 +322,11 @@ func TestQuotasAreDurableAndShared(t *testing.T) {
 	require.NoError(t, err)
 	ts := h.targets(h.bob, "bob-t", 3)
 	for i, s := range []*sb.Switchboard{one, two} {
-		_, _, err := s.Request(ctx, sb.FriendRequest{From: "alice-bot", To: ts[i], Scope: inboxCreate, Why: "hi",
+		_, _, err := s.Request(ctx, sb.FriendRequest{Pickup: testPickup, From: "alice-bot", To: ts[i], Scope: inboxCreate, Why: "hi",
 			IDToken: h.token(h.alice, "alice-bot", ts[i], inboxCreate, "hi")})
 		require.NoError(t, err)
 	}
-	req := sb.FriendRequest{From: "alice-bot", To: ts[2], Scope: inboxCreate, Why: "hi", IDToken: h.token(h.alice, "alice-bot", ts[2], inboxCreate, "hi")}
+	req := sb.FriendRequest{Pickup: testPickup, From: "alice-bot", To: ts[2], Scope: inboxCreate, Why: "hi", IDToken: h.token(h.alice, "alice-bot", ts[2], inboxCreate, "hi")}
 	_, _, err = one.Request(ctx, req)
 	retryErr(t, err, sb.ErrRateLimited)
 
@@ -339,7 +339,7 @@ func TestQuotasAreDurableAndShared(t *testing.T) {
 	_, _, err = three.Request(ctx, req)
 	retryErr(t, err, sb.ErrRateLimited)
 	h.clock.Advance(time.Hour)
-	_, _, err = three.Request(ctx, sb.FriendRequest{From: "alice-bot", To: ts[2], Scope: inboxCreate, Why: "hi",
+	_, _, err = three.Request(ctx, sb.FriendRequest{Pickup: testPickup, From: "alice-bot", To: ts[2], Scope: inboxCreate, Why: "hi",
 		IDToken: h.token(h.alice, "alice-bot", ts[2], inboxCreate, "hi")})
 	require.NoError(t, err)
 }
@@ -358,10 +358,10 @@ func TestLegibleApproval(t *testing.T) {
 		_, err := h.sb.Publish(ctx, sb.Persona{ID: "x", Owner: h.alice, Card: card("Bank\u202eof\nTrust")})
 		require.ErrorIs(t, err, sb.ErrInvalidArgument, "card names are refused too")
 
-		c := h.iss.Claims("alice", sb.RequestNonce("alice-bot", "bob-desk", inboxCreate, "invoices"), h.clock.Now())
+		c := h.iss.Claims("alice", nonce("alice-bot", "bob-desk", inboxCreate, "invoices"), h.clock.Now())
 		c.Name = "Alice\u202e\nWhy:   urgent,\tpay now\x1b[31m"
 		c.Email = "alice@example.com\r\nScope: all"
-		e, _, err := h.sb.Request(ctx, sb.FriendRequest{From: "alice-bot", To: "bob-desk", Scope: inboxCreate, Why: "invoices", IDToken: h.iss.Sign(c)})
+		e, _, err := h.sb.Request(ctx, sb.FriendRequest{Pickup: testPickup, From: "alice-bot", To: "bob-desk", Scope: inboxCreate, Why: "invoices", IDToken: h.iss.Sign(c)})
 		require.NoError(t, err)
 		assert.Equal(t, "Alice Why: urgent, pay now[31m", e.Provenance.Name)
 		aps, err := h.sb.Approvals(ctx, h.bob)

@@ -90,9 +90,9 @@ func TestHumanActsRejectBadInput(t *testing.T) {
 	eachBackend(t, func(t *testing.T, h *harness) {
 		e, err := h.request(h.alice, "alice-bot", "bob-desk", inboxCreate, "w")
 		require.NoError(t, err)
-		_, _, err = h.sb.Approve(ctx, sb.Human{}, e.ID, nil)
+		_, err = h.sb.Approve(ctx, sb.Human{}, e.ID, nil)
 		require.ErrorIs(t, err, sb.ErrInvalidArgument)
-		_, _, err = h.sb.Approve(ctx, h.bob, "edge_doesnotexist", nil)
+		_, err = h.sb.Approve(ctx, h.bob, "edge_doesnotexist", nil)
 		require.ErrorIs(t, err, sb.ErrNotFound)
 		require.ErrorIs(t, h.sb.Deny(ctx, h.bob, ""), sb.ErrNotFound)
 		require.ErrorIs(t, h.sb.Revoke(ctx, h.bob, "grant_nope"), sb.ErrNotFound)
@@ -117,7 +117,7 @@ func TestCancelledContextAndClosedStore(t *testing.T) {
 		cancel()
 		_, _, err := h.sb.CreateFor(cctx, cred, "inbox", sb.NewTodo{Kind: "k"})
 		require.ErrorIs(t, err, context.Canceled)
-		_, _, err = h.sb.Request(cctx, sb.FriendRequest{From: "carol-bot", To: "bob-desk", Scope: inboxCreate, Why: "w",
+		_, _, err = h.sb.Request(cctx, sb.FriendRequest{Pickup: testPickup, From: "carol-bot", To: "bob-desk", Scope: inboxCreate, Why: "w",
 			IDToken: h.token(h.carol, "carol-bot", "bob-desk", inboxCreate, "w")})
 		require.ErrorIs(t, err, context.Canceled)
 
@@ -144,12 +144,12 @@ func TestFailingStepLeavesStoreUnchanged(t *testing.T) {
 
 			tok := h.token(h.alice, "alice-bot", "bob-desk", inboxCreate, "w")
 			request := func() error {
-				_, _, err := h.sb.Request(ctx, sb.FriendRequest{From: "alice-bot", To: "bob-desk", Scope: inboxCreate, Why: "w", IDToken: tok})
+				_, _, err := h.sb.Request(ctx, sb.FriendRequest{Pickup: testPickup, From: "alice-bot", To: "bob-desk", Scope: inboxCreate, Why: "w", IDToken: tok})
 				return err
 			}
 			var edgeID string
 			approve := func() error {
-				_, _, err := h.sb.Approve(ctx, h.bob, edgeID, nil)
+				_, err := h.sb.Approve(ctx, h.bob, edgeID, nil)
 				return err
 			}
 			for _, op := range []struct {

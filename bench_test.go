@@ -75,7 +75,7 @@ func BenchmarkRequest(b *testing.B) {
 				if i < 200 {
 					h.publish(h.iss.Human(fmt.Sprintf("owner%d", i)), to, true)
 				}
-				reqs[i] = sb.FriendRequest{From: id, To: to, Scope: inboxCreate, Why: "hi", IDToken: h.token(hu, id, to, inboxCreate, "hi")}
+				reqs[i] = sb.FriendRequest{Pickup: testPickup, From: id, To: to, Scope: inboxCreate, Why: "hi", IDToken: h.token(hu, id, to, inboxCreate, "hi")}
 			}
 			b.ResetTimer()
 			for i := range reqs {

@@ -28,9 +28,10 @@
 //  3. Approval lands as a todo: [Switchboard.Approvals] lists them; each
 //     todo's [Approval] has the summary and a plain-text rendering.
 //  4. Approval is the vend: [Switchboard.Approve] with a narrowed [Scope] (or
-//     nil for the scope as requested) returns the [Grant] and its
-//     [Credential], once. [Switchboard.Deny] and [Switchboard.Withdraw] end a
-//     request instead.
+//     nil for the scope as requested) mints the [Grant]. The requesting agent
+//     then calls [Switchboard.Collect] with the pickup secret whose verifier
+//     ([NewPickup]) its request carried, and receives the [Credential], once.
+//     [Switchboard.Deny] and [Switchboard.Withdraw] end a request instead.
 //  5. Work flows as todos: [Switchboard.CreateFor]; the queue's owner drains
 //     it with a credential from [Switchboard.Vend] through
 //     [Switchboard.Claim], [Switchboard.Heartbeat], [Switchboard.Complete],

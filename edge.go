@@ -49,7 +49,8 @@ type Edge struct {
 // public Edge does not reveal to the requester.
 type edgeRec struct {
 	Edge
-	Target Human `json:"target_human"`
+	Target Human  `json:"target_human"`
+	Pickup string `json:"pickup"` // the pickup verifier (a hash; the secret is never seen)
 }
 
 // FriendRequest is agent From asking persona To for Scope over To's queues.
@@ -58,9 +59,13 @@ type FriendRequest struct {
 	To    string // the target persona; must resolve in the directory
 	Scope Scope  // what From asks for: grantable verbs on To's queues
 	Why   string // shown to To's human; at most Limits.MaxWhy bytes
+	// Pickup is the pickup verifier (see NewPickup): the hash of a secret
+	// the requesting agent keeps and presents to Collect its credential
+	// after approval. Required; covered by RequestNonce.
+	Pickup string
 	// IDToken is an OIDC ID token of From's owner from an allow-listed
-	// issuer, whose nonce is RequestNonce(From, To, Scope, Why). It is
-	// verified, hashed against replay and then discarded.
+	// issuer, whose nonce is RequestNonce of this request. It is verified,
+	// hashed against replay and then discarded.
 	IDToken string
 }
 
@@ -156,11 +161,14 @@ func (s *Switchboard) Request(ctx context.Context, r FriendRequest) (edge Edge, 
 	if strings.TrimSpace(r.Why) == "" {
 		return fail(invalid("empty why"))
 	}
+	if err := checkPickupVerifier(r.Pickup); err != nil {
+		return fail(err)
+	}
 	sc, err := s.validateScope(r.Scope, true)
 	if err != nil {
 		return fail(err)
 	}
-	prov, err := s.oidc.verify(ctx, r.IDToken, tokenUse{nonce: RequestNonce(r.From, r.To, sc, r.Why), bind: s.cfg.Binding == BindNonce}, s.limits.MaxToken)
+	prov, err := s.oidc.verify(ctx, r.IDToken, tokenUse{nonce: RequestNonce(r), bind: s.cfg.Binding == BindNonce}, s.limits.MaxToken)
 	if err != nil {
 		return fail(err)
 	}
@@ -203,7 +211,7 @@ func (s *Switchboard) Request(ctx context.Context, r FriendRequest) (edge Edge, 
 				if err := t.expireEdge(old.ID); err != nil {
 					return err
 				}
-			case Equal(old.Requested, sc) && old.Why == r.Why:
+			case Equal(old.Requested, sc) && old.Why == r.Why && old.Pickup == r.Pickup:
 				// A retry. The same token again is the same proof; a
 				// new one is spent here so it proves nothing else.
 				if old.Provenance.TokenHash != prov.TokenHash {
@@ -229,7 +237,7 @@ func (s *Switchboard) Request(ctx context.Context, r FriendRequest) (edge Edge, 
 				Requested: sc, Why: r.Why, State: EdgePending, Provenance: prov,
 				CreatedAt: t.now, UpdatedAt: t.now, ExpiresAt: t.now.Add(s.cfg.PendingTTL),
 			},
-			Target: to.Owner,
+			Target: to.Owner, Pickup: r.Pickup,
 		}
 		ap := Approval{
 			EdgeID: e.ID, From: Listing{ID: from.ID, Card: from.Card}, To: to.ID,
@@ -312,12 +320,14 @@ func (t *txn) decide(e *edgeRec, state EdgeState, actor string, typ EventType) e
 //
 // In one transaction Approve marks the edge approved, completes the approval
 // todo, replaces any earlier approved grant in the same direction, and mints
-// the grant. The credential is returned only this once; the host hands it to
-// the requesting agent. Only the target's human may approve: anyone else gets
-// ErrNotFound.
-func (s *Switchboard) Approve(ctx context.Context, approver Human, edgeID string, narrowed Scope) (Grant, Credential, error) {
-	fail := func(err error) (Grant, Credential, error) {
-		return Grant{}, "", fmt.Errorf("switchboard: approve: %w", err)
+// the grant. Approve returns the grant only: its credential does not exist
+// yet. The requesting agent creates it by calling Collect with the edge id
+// and its pickup secret, once, within Config.PickupWindow — so no plaintext
+// credential ever waits in a host. Only the target's human may approve:
+// anyone else gets ErrNotFound.
+func (s *Switchboard) Approve(ctx context.Context, approver Human, edgeID string, narrowed Scope) (Grant, error) {
+	fail := func(err error) (Grant, error) {
+		return Grant{}, fmt.Errorf("switchboard: approve: %w", err)
 	}
 	if err := approver.validate(); err != nil {
 		return fail(err)
@@ -330,7 +340,6 @@ func (s *Switchboard) Approve(ctx context.Context, approver Human, edgeID string
 		}
 	}
 	var g Grant
-	var cred Credential
 	err := s.update(ctx, func(t *txn) error {
 		e, err := t.pendingEdge(edgeID, approver, true)
 		if err != nil {
@@ -350,7 +359,8 @@ func (s *Switchboard) Approve(ctx context.Context, approver Human, edgeID string
 				return err
 			}
 		}
-		g, cred, err = t.mint(Grant{Holder: e.From, Target: e.To, Grantor: approver, Scope: granted, EdgeID: e.ID})
+		g, _, err = t.mint(Grant{Holder: e.From, Target: e.To, Grantor: approver, Scope: granted, EdgeID: e.ID,
+			CollectBy: t.now.Add(s.cfg.PickupWindow)}, false)
 		if err != nil {
 			return err
 		}
@@ -366,7 +376,7 @@ func (s *Switchboard) Approve(ctx context.Context, approver Human, edgeID string
 	if err != nil {
 		return fail(err)
 	}
-	return g, cred, nil
+	return g, nil
 }
 
 // replaceEdge retires the approved edge id because a new approval in the same

@@ -27,6 +27,7 @@ const (
 	EventHumanBlocked     EventType = "human.blocked"   // Actor blocked the human in Detail
 	EventHumanUnblocked   EventType = "human.unblocked" // Actor unblocked the human in Detail
 	EventGrantMinted      EventType = "grant.minted"
+	EventGrantCollected   EventType = "grant.collected" // the requesting agent collected its credential
 	EventGrantRevoked     EventType = "grant.revoked"
 	EventTodoCreated      EventType = "todo.created"
 	EventTodoClaimed      EventType = "todo.claimed"

@@ -2,6 +2,7 @@ package switchboard_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log"
 	"time"
@@ -35,14 +36,18 @@ func ExampleSwitchboard_Request() {
 		}
 	}
 
+	// Alice's agent keeps the pickup secret (it collects its credential
+	// with it after approval); the request carries only its verifier.
+	_, pickup := switchboard.NewPickup()
 	req := switchboard.FriendRequest{
 		From: "alice-bot", To: "bob-desk", Why: "I forward invoices from Alice's travel bookings",
-		Scope: switchboard.Scope{{Queue: "invoices", Verbs: []switchboard.Verb{switchboard.VerbCreateFor, switchboard.VerbGet}}},
+		Scope:  switchboard.Scope{{Queue: "invoices", Verbs: []switchboard.Verb{switchboard.VerbCreateFor, switchboard.VerbGet}}},
+		Pickup: pickup,
 	}
-	// The requester's host starts Alice's OIDC login with
-	// RequestNonce(req.From, req.To, req.Scope, req.Why), so the ID token it
-	// gets back proves Alice asked for exactly this request.
-	nonce := switchboard.RequestNonce(req.From, req.To, req.Scope, req.Why)
+	// The requester's host starts Alice's OIDC login with RequestNonce(req),
+	// so the ID token it gets back proves Alice asked for exactly this
+	// request.
+	nonce := switchboard.RequestNonce(req)
 	req.IDToken = iss.Token("alice", "Alice Liddell", "alice@example.com", nonce, time.Now())
 	edge, _, err := sb.Request(ctx, req)
 	if err != nil {
@@ -88,9 +93,11 @@ func ExampleSwitchboard_Approve() {
 			log.Fatal(err)
 		}
 	}
+	secret, pickup := switchboard.NewPickup()
 	req := switchboard.FriendRequest{
 		From: "alice-bot", To: "bob-desk", Why: "I forward invoices",
-		Scope: switchboard.Scope{{Queue: "invoices", Verbs: []switchboard.Verb{switchboard.VerbCreateFor, switchboard.VerbGet}}},
+		Scope:  switchboard.Scope{{Queue: "invoices", Verbs: []switchboard.Verb{switchboard.VerbCreateFor, switchboard.VerbGet}}},
+		Pickup: pickup,
 	}
 	req.IDToken = iss.RequestToken("alice", req, time.Now())
 	edge, _, err := sb.Request(ctx, req)
@@ -101,17 +108,26 @@ func ExampleSwitchboard_Approve() {
 	// Bob approves, narrowing the scope to create_for only. Anything wider
 	// than the request would be ErrScopeExceedsRequest.
 	narrowed := switchboard.Scope{{Queue: "invoices", Verbs: []switchboard.Verb{switchboard.VerbCreateFor}}}
-	grant, credential, err := sb.Approve(ctx, bob, edge.ID, narrowed)
+	grant, err := sb.Approve(ctx, bob, edge.ID, narrowed)
 	if err != nil {
 		log.Fatal(err)
 	}
 	fmt.Println("granted:", grant.Scope.Describe())
 	fmt.Println("holder:", grant.Holder, "target:", grant.Target)
+
+	// Alice's agent — on its own host — collects the credential, once.
+	_, credential, err := sb.Collect(ctx, edge.ID, secret)
+	if err != nil {
+		log.Fatal(err)
+	}
 	fmt.Println("credential prints as:", credential) // redacted; string(credential) is the secret
+	_, _, err = sb.Collect(ctx, edge.ID, secret)
+	fmt.Println("again:", errors.Is(err, switchboard.ErrNotFound))
 	// Output:
 	// granted: [queue "invoices": create todos]
 	// holder: alice-bot target: bob-desk
 	// credential prints as: sbg_[redacted]
+	// again: true
 }
 
 func ExampleSwitchboard_CreateFor() {
@@ -136,16 +152,21 @@ func ExampleSwitchboard_CreateFor() {
 			log.Fatal(err)
 		}
 	}
+	secret, pickup := switchboard.NewPickup()
 	req := switchboard.FriendRequest{
 		From: "alice-bot", To: "bob-desk", Why: "I forward invoices",
-		Scope: switchboard.Scope{{Queue: "invoices", Verbs: []switchboard.Verb{switchboard.VerbCreateFor}}},
+		Scope:  switchboard.Scope{{Queue: "invoices", Verbs: []switchboard.Verb{switchboard.VerbCreateFor}}},
+		Pickup: pickup,
 	}
 	req.IDToken = iss.RequestToken("alice", req, time.Now())
 	edge, _, err := sb.Request(ctx, req)
 	if err != nil {
 		log.Fatal(err)
 	}
-	_, credential, err := sb.Approve(ctx, bob, edge.ID, nil)
+	if _, err := sb.Approve(ctx, bob, edge.ID, nil); err != nil {
+		log.Fatal(err)
+	}
+	_, credential, err := sb.Collect(ctx, edge.ID, secret)
 	if err != nil {
 		log.Fatal(err)
 	}

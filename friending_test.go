@@ -58,9 +58,11 @@ func TestPendingEdgeGrantsNothing(t *testing.T) {
 		}
 
 		// Approval mints the grant; only then does CreateFor work.
-		g, cred, err := h.sb.Approve(ctx, h.bob, e.ID, nil)
+		g, err := h.sb.Approve(ctx, h.bob, e.ID, nil)
 		require.NoError(t, err)
 		assert.Equal(t, e.ID, g.EdgeID)
+		_, cred, err := h.sb.Collect(ctx, e.ID, testSecret)
+		require.NoError(t, err)
 		td, created, err := h.sb.CreateFor(ctx, cred, "inbox", sb.NewTodo{Kind: "invoice", Title: "pay"})
 		require.NoError(t, err)
 		assert.True(t, created)
@@ -107,10 +109,11 @@ func TestApprovalScopeIsIntersection(t *testing.T) {
 				e, err := h.request(h.alice, "alice-bot", "bob-desk", requested, "case "+tc.name)
 				require.NoError(t, err)
 				defer func() { _ = h.sb.Withdraw(ctx, h.alice, e.ID) }()
-				g, cred, err := h.sb.Approve(ctx, h.bob, e.ID, tc.narrowed)
+				g, err := h.sb.Approve(ctx, h.bob, e.ID, tc.narrowed)
 				if tc.err != nil {
 					require.ErrorIs(t, err, tc.err)
-					assert.Empty(t, cred)
+					_, _, cerr := h.sb.Collect(ctx, e.ID, testSecret)
+					require.ErrorIs(t, cerr, sb.ErrNotFound, "nothing to collect")
 					// Nothing changed: still pending, still awaiting bob.
 					got, err := h.sb.Edge(ctx, h.bob, e.ID)
 					require.NoError(t, err)
@@ -121,6 +124,8 @@ func TestApprovalScopeIsIntersection(t *testing.T) {
 					require.Len(t, aps, 1)
 					return
 				}
+				require.NoError(t, err)
+				_, cred, err := h.sb.Collect(ctx, e.ID, testSecret)
 				require.NoError(t, err)
 				assert.True(t, sb.Equal(tc.want, g.Scope), "granted %v, want %v", g.Scope, tc.want)
 				assert.True(t, sb.Subset(g.Scope, requested))
@@ -346,7 +351,9 @@ func TestScopeChangeReplacesGrant(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, e.ID, same.ID)
 
-		_, newCred, err := h.sb.Approve(ctx, h.bob, e.ID, nil)
+		_, err = h.sb.Approve(ctx, h.bob, e.ID, nil)
+		require.NoError(t, err)
+		_, newCred, err := h.sb.Collect(ctx, e.ID, testSecret)
 		require.NoError(t, err)
 		_, _, err = h.sb.CreateFor(ctx, oldCred, "inbox", sb.NewTodo{Kind: "k"})
 		require.ErrorIs(t, err, sb.ErrUnauthenticated)
@@ -365,10 +372,10 @@ func TestDenyAndWithdraw(t *testing.T) {
 		// Only the target's human denies; only the requester withdraws.
 		require.ErrorIs(t, h.sb.Deny(ctx, h.alice, e.ID), sb.ErrNotFound)
 		require.ErrorIs(t, h.sb.Withdraw(ctx, h.bob, e.ID), sb.ErrNotFound)
-		_, _, err = h.sb.Approve(ctx, h.alice, e.ID, nil)
+		_, err = h.sb.Approve(ctx, h.alice, e.ID, nil)
 		require.ErrorIs(t, err, sb.ErrNotFound, "the requester cannot approve their own request")
 		require.NoError(t, h.sb.Deny(ctx, h.bob, e.ID))
-		_, _, err = h.sb.Approve(ctx, h.bob, e.ID, nil)
+		_, err = h.sb.Approve(ctx, h.bob, e.ID, nil)
 		require.ErrorIs(t, err, sb.ErrInvalidTransition)
 		require.ErrorIs(t, h.sb.Withdraw(ctx, h.alice, e.ID), sb.ErrInvalidTransition)
 		aps, err := h.sb.Approvals(ctx, h.bob)
@@ -381,7 +388,7 @@ func TestDenyAndWithdraw(t *testing.T) {
 		got, err := h.sb.Edge(ctx, h.bob, e2.ID)
 		require.NoError(t, err)
 		assert.Equal(t, sb.EdgeWithdrawn, got.State)
-		_, _, err = h.sb.Approve(ctx, h.bob, e2.ID, nil)
+		_, err = h.sb.Approve(ctx, h.bob, e2.ID, nil)
 		require.ErrorIs(t, err, sb.ErrInvalidTransition)
 	})
 }
@@ -391,7 +398,7 @@ func TestPendingRequestExpires(t *testing.T) {
 		e, err := h.request(h.alice, "alice-bot", "bob-desk", inboxCreate, "please")
 		require.NoError(t, err)
 		h.clock.Advance(7*24*60*60*1e9 + 1)
-		_, _, err = h.sb.Approve(ctx, h.bob, e.ID, nil)
+		_, err = h.sb.Approve(ctx, h.bob, e.ID, nil)
 		require.ErrorIs(t, err, sb.ErrInvalidTransition)
 		// A fresh request replaces the lapsed one.
 		e2, err := h.request(h.alice, "alice-bot", "bob-desk", inboxCreate, "please")
@@ -400,7 +407,7 @@ func TestPendingRequestExpires(t *testing.T) {
 		old, err := h.sb.Edge(ctx, h.alice, e.ID)
 		require.NoError(t, err)
 		assert.Equal(t, sb.EdgeExpired, old.State)
-		_, _, err = h.sb.Approve(ctx, h.bob, e2.ID, nil)
+		_, err = h.sb.Approve(ctx, h.bob, e2.ID, nil)
 		require.NoError(t, err)
 	})
 }

@@ -39,6 +39,12 @@ type Grant struct {
 	CreatedAt    time.Time     `json:"created_at"`           //
 	RevokedAt    time.Time     `json:"revoked_at"`           // zero while active
 	RevokedBy    string        `json:"revoked_by,omitempty"` // the actor who revoked it, or "system" on expiry
+	// CollectBy is, for a friend grant whose credential the requesting
+	// agent has not collected yet, the deadline for Collect; zero otherwise.
+	CollectBy time.Time `json:"collect_by,omitempty"`
+	// CollectedAt is when the requesting agent collected the credential of
+	// a friend grant; zero before, and for vended grants.
+	CollectedAt time.Time `json:"collected_at,omitempty"`
 }
 
 // grantRec is the stored form: the grant plus its credential hash.
@@ -53,7 +59,8 @@ func (g *Grant) live(now time.Time) bool {
 }
 
 // Credential is the secret an agent presents to act under a grant. It is
-// returned once, when the grant is minted, and stored only as a SHA-256 hash.
+// returned once — by Vend, or for a friend grant by Collect to the requesting
+// agent — and stored only as a SHA-256 hash.
 // Its String method redacts it so that a stray %v in a log prints nothing
 // secret; use string(c) to hand it to its holder.
 type Credential string
@@ -81,17 +88,24 @@ func newCredential() (Credential, []byte) {
 	return c, h[:]
 }
 
-// mint creates an active grant and its credential inside t.
-func (t *txn) mint(g Grant) (Grant, Credential, error) {
-	cred, hash := newCredential()
+// mint creates an active grant inside t and, if withCredential, its
+// credential (a friend grant gets its credential at Collect).
+func (t *txn) mint(g Grant, withCredential bool) (Grant, Credential, error) {
+	var cred Credential
+	var hash []byte
+	if withCredential {
+		cred, hash = newCredential()
+	}
 	g.ID = newID("grant")
 	g.State = GrantActive
 	g.CreatedAt = t.now
 	if err := t.put(tGrants, g.ID, grantRec{Grant: g, CredHash: hash}); err != nil {
 		return Grant{}, "", err
 	}
-	if err := t.putRaw(tCredIndex, string(hash), g.ID); err != nil {
-		return Grant{}, "", err
+	if withCredential {
+		if err := t.putRaw(tCredIndex, string(hash), g.ID); err != nil {
+			return Grant{}, "", err
+		}
 	}
 	if !g.ExpiresAt.IsZero() {
 		if err := t.putRaw(tGrantExp, timeKey(g.ExpiresAt)+g.ID, ""); err != nil {
@@ -235,7 +249,7 @@ func (s *Switchboard) Vend(ctx context.Context, human Human, r VendRequest) (Gra
 		g, cred, err = t.mint(Grant{
 			Holder: r.Agent, Target: r.Target, Grantor: human, Scope: sc,
 			ExpiresAt: r.ExpiresAt.UTC(), DefaultLease: r.DefaultLease,
-		})
+		}, true)
 		return err
 	})
 	if err != nil {

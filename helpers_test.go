@@ -143,12 +143,21 @@ func (h *harness) publish(owner switchboard.Human, id string, discoverable bool)
 // token mints a valid ID token for human bound to the request.
 func (h *harness) token(human switchboard.Human, from, to string, sc switchboard.Scope, why string) string {
 	return h.iss.Token(human.Subject, human.Subject+" Example", human.Subject+"@example.com",
-		switchboard.RequestNonce(from, to, sc, why), h.clock.Now())
+		nonce(from, to, sc, why), h.clock.Now())
+}
+
+// testSecret is the pickup secret of every request the tests send;
+// testPickup is its verifier.
+var testSecret, testPickup = switchboard.NewPickup()
+
+// nonce is the RequestNonce of a request with testPickup.
+func nonce(from, to string, sc switchboard.Scope, why string) string {
+	return switchboard.RequestNonce(switchboard.FriendRequest{From: from, To: to, Scope: sc, Why: why, Pickup: testPickup})
 }
 
 // request sends a correctly signed friend request on behalf of human.
 func (h *harness) request(human switchboard.Human, from, to string, sc switchboard.Scope, why string) (switchboard.Edge, error) {
-	e, _, err := h.sb.Request(ctx, switchboard.FriendRequest{
+	e, _, err := h.sb.Request(ctx, switchboard.FriendRequest{Pickup: testPickup,
 		From: from, To: to, Scope: sc, Why: why, IDToken: h.token(human, from, to, sc, why),
 	})
 	return e, err
@@ -159,7 +168,9 @@ func (h *harness) friend(human, approver switchboard.Human, from, to string, sc 
 	h.t.Helper()
 	e, err := h.request(human, from, to, sc, "let me send you work")
 	require.NoError(h.t, err)
-	g, cred, err := h.sb.Approve(ctx, approver, e.ID, nil)
+	_, err = h.sb.Approve(ctx, approver, e.ID, nil)
+	require.NoError(h.t, err)
+	g, cred, err := h.sb.Collect(ctx, e.ID, testSecret)
 	require.NoError(h.t, err)
 	return g, cred
 }

@@ -373,18 +373,21 @@ func clipAll(vs []string) []string {
 
 // RequestNonce returns the nonce an ID token must carry to prove the human
 // behind this friend request: base64url (unpadded) SHA-256 over a canonical
-// encoding of from, to, the normalized scope and why. The requester's host
+// encoding of its From, To, normalized Scope, Why and Pickup (IDToken is not
+// read). Covering Pickup means nobody who relays the request can swap in a
+// verifier of their own and collect the credential. The requester's host
 // starts its OIDC login with this nonce (for example with
 // oauth2's AuthCodeURL(state, oidc.Nonce(nonce))), so the token it gets back
 // can be used for this one request and no other.
-func RequestNonce(from, to string, scope Scope, why string) string {
+func RequestNonce(r FriendRequest) string {
 	canon, _ := json.Marshal(struct {
-		V     int    `json:"v"`
-		From  string `json:"from"`
-		To    string `json:"to"`
-		Scope Scope  `json:"scope"`
-		Why   string `json:"why"`
-	}{1, from, to, Normalize(scope), why})
+		V      int    `json:"v"`
+		From   string `json:"from"`
+		To     string `json:"to"`
+		Scope  Scope  `json:"scope"`
+		Why    string `json:"why"`
+		Pickup string `json:"pickup"`
+	}{2, r.From, r.To, Normalize(r.Scope), r.Why, r.Pickup})
 	h := sha256.Sum256(canon)
 	return base64.RawURLEncoding.EncodeToString(h[:])
 }

@@ -26,9 +26,9 @@ func TestForgedProvenanceIsRejected(t *testing.T) {
 	const from, to, why = "alice-bot", "bob-desk", "send you invoices"
 	eachBackend(t, func(t *testing.T, h *harness) {
 		now := h.clock.Now()
-		nonce := sb.RequestNonce(from, to, inboxCreate, why)
+		want := nonce(from, to, inboxCreate, why)
 		valid := func() switchboardtest.Claims {
-			c := h.iss.Claims("alice", nonce, now)
+			c := h.iss.Claims("alice", want, now)
 			c.Name = "Alice"
 			return c
 		}
@@ -70,16 +70,20 @@ func TestForgedProvenanceIsRejected(t *testing.T) {
 			{"no iat", with(func(c *switchboardtest.Claims) { c.IssuedAt = time.Time{} })},
 			{"no nonce", with(func(c *switchboardtest.Claims) { c.Nonce = "" })},
 			{"nonce for another scope", with(func(c *switchboardtest.Claims) {
-				c.Nonce = sb.RequestNonce(from, to, scope("inbox", sb.VerbClaim), why)
+				c.Nonce = nonce(from, to, scope("inbox", sb.VerbClaim), why)
 			})},
-			{"nonce for another target", with(func(c *switchboardtest.Claims) { c.Nonce = sb.RequestNonce(from, "carol-bot", inboxCreate, why) })},
-			{"nonce for another why", with(func(c *switchboardtest.Claims) { c.Nonce = sb.RequestNonce(from, to, inboxCreate, why+"!") })},
+			{"nonce for another target", with(func(c *switchboardtest.Claims) { c.Nonce = nonce(from, "carol-bot", inboxCreate, why) })},
+			{"nonce for another why", with(func(c *switchboardtest.Claims) { c.Nonce = nonce(from, to, inboxCreate, why+"!") })},
+			{"nonce for another pickup", with(func(c *switchboardtest.Claims) {
+				_, other := sb.NewPickup()
+				c.Nonce = sb.RequestNonce(sb.FriendRequest{From: from, To: to, Scope: inboxCreate, Why: why, Pickup: other})
+			})},
 			{"oversized", strings.Repeat("a", 17<<10)},
 		}
 		for _, tc := range cases {
 			t.Run(tc.name, func(t *testing.T) {
 				before := lastSeq(t, h)
-				_, _, err := h.sb.Request(ctx, sb.FriendRequest{From: from, To: to, Scope: inboxCreate, Why: why, IDToken: tc.token})
+				_, _, err := h.sb.Request(ctx, sb.FriendRequest{Pickup: testPickup, From: from, To: to, Scope: inboxCreate, Why: why, IDToken: tc.token})
 				require.ErrorIs(t, err, sb.ErrProvenance)
 				if tc.token != "" && len(tc.token) > 20 {
 					assert.NotContains(t, err.Error(), tc.token[:20], "the error must not echo the token")
@@ -96,7 +100,7 @@ func TestForgedProvenanceIsRejected(t *testing.T) {
 		// A valid token of a human who does not own the requesting agent is
 		// a different error: the token is fine, the human is not allowed.
 		before := lastSeq(t, h)
-		_, _, err = h.sb.Request(ctx, sb.FriendRequest{From: from, To: to, Scope: inboxCreate, Why: why,
+		_, _, err = h.sb.Request(ctx, sb.FriendRequest{Pickup: testPickup, From: from, To: to, Scope: inboxCreate, Why: why,
 			IDToken: with(func(c *switchboardtest.Claims) { c.Subject = "bob" })})
 		require.ErrorIs(t, err, sb.ErrForbidden)
 		assert.NotErrorIs(t, err, sb.ErrProvenance, "hosts answer 403 here, 401 for a bad token")
@@ -104,13 +108,13 @@ func TestForgedProvenanceIsRejected(t *testing.T) {
 
 		// The control: the valid token is accepted, exactly once.
 		tok := h.iss.Sign(valid())
-		e, _, err := h.sb.Request(ctx, sb.FriendRequest{From: from, To: to, Scope: inboxCreate, Why: why, IDToken: tok})
+		e, _, err := h.sb.Request(ctx, sb.FriendRequest{Pickup: testPickup, From: from, To: to, Scope: inboxCreate, Why: why, IDToken: tok})
 		require.NoError(t, err)
 		assert.Equal(t, "Alice", e.Provenance.Name)
 		assert.NotEmpty(t, e.Provenance.TokenHash)
 		assert.NotContains(t, e.Provenance.TokenHash, tok)
 		require.NoError(t, h.sb.Withdraw(ctx, h.alice, e.ID))
-		_, _, err = h.sb.Request(ctx, sb.FriendRequest{From: from, To: to, Scope: inboxCreate, Why: why, IDToken: tok})
+		_, _, err = h.sb.Request(ctx, sb.FriendRequest{Pickup: testPickup, From: from, To: to, Scope: inboxCreate, Why: why, IDToken: tok})
 		require.ErrorIs(t, err, sb.ErrProvenance, "a replayed token")
 	})
 }
@@ -123,7 +127,7 @@ func TestIDTokenIsNeverStored(t *testing.T) {
 			t.Cleanup(func() { _ = st.Close() })
 			h := newHarness(t, st)
 			tok := h.token(h.alice, "alice-bot", "bob-desk", inboxCreate, "why")
-			_, _, err := h.sb.Request(ctx, sb.FriendRequest{From: "alice-bot", To: "bob-desk", Scope: inboxCreate, Why: "why", IDToken: tok})
+			_, _, err := h.sb.Request(ctx, sb.FriendRequest{Pickup: testPickup, From: "alice-bot", To: "bob-desk", Scope: inboxCreate, Why: "why", IDToken: tok})
 			require.NoError(t, err)
 			sig := tok[strings.LastIndex(tok, ".")+1:]
 			for table, kv := range dump(t, st, st.tableList()) {
@@ -155,8 +159,8 @@ func TestSecondIssuerAndStaticKeys(t *testing.T) {
 			id := "dana-bot-" + strings.TrimPrefix(is.ClientID, "switchboard-")
 			_, err = s2.Publish(ctx, sb.Persona{ID: id, Owner: owner, Card: card(id)})
 			require.NoError(t, err)
-			tok := is.Token("dana", "Dana", "", sb.RequestNonce(id, "bob-desk", inboxCreate, "hi"), h.clock.Now())
-			e, _, err := s2.Request(ctx, sb.FriendRequest{From: id, To: "bob-desk", Scope: inboxCreate, Why: "hi", IDToken: tok})
+			tok := is.Token("dana", "Dana", "", nonce(id, "bob-desk", inboxCreate, "hi"), h.clock.Now())
+			e, _, err := s2.Request(ctx, sb.FriendRequest{Pickup: testPickup, From: id, To: "bob-desk", Scope: inboxCreate, Why: "hi", IDToken: tok})
 			require.NoError(t, err, is.ClientID)
 			assert.Equal(t, is.URL(), e.Provenance.Issuer)
 		}
@@ -179,7 +183,7 @@ func FuzzRequestToken(f *testing.F) {
 		Keys: &jose.JSONWebKeySet{}}}})
 	require.NoError(f, err)
 	f.Fuzz(func(t *testing.T, tok string) {
-		_, _, err := s.Request(ctx, sb.FriendRequest{From: "a", To: "b", Scope: inboxCreate, Why: "w", IDToken: tok})
+		_, _, err := s.Request(ctx, sb.FriendRequest{Pickup: testPickup, From: "a", To: "b", Scope: inboxCreate, Why: "w", IDToken: tok})
 		require.Error(t, err)
 	})
 }
@@ -263,7 +267,7 @@ func TestAssurancePolicy(t *testing.T) {
 			is.RequireACR = []string{"urn:example:loa:3"}
 		}, nil)
 		sign := func(amr []string, acr string) string {
-			c := h.iss.Claims("alice", sb.RequestNonce(from, to, inboxCreate, why), h.clock.Now())
+			c := h.iss.Claims("alice", nonce(from, to, inboxCreate, why), h.clock.Now())
 			c.AMR, c.ACR = amr, acr
 			return h.iss.Sign(c)
 		}
@@ -278,11 +282,11 @@ func TestAssurancePolicy(t *testing.T) {
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				before := lastSeq(t, h)
-				_, _, err := h.sb.Request(ctx, sb.FriendRequest{From: from, To: to, Scope: inboxCreate, Why: why, IDToken: tc.token})
+				_, _, err := h.sb.Request(ctx, sb.FriendRequest{Pickup: testPickup, From: from, To: to, Scope: inboxCreate, Why: why, IDToken: tc.token})
 				refused(t, h, before, err, tc.reason)
 			})
 		}
-		e, _, err := h.sb.Request(ctx, sb.FriendRequest{From: from, To: to, Scope: inboxCreate, Why: why,
+		e, _, err := h.sb.Request(ctx, sb.FriendRequest{Pickup: testPickup, From: from, To: to, Scope: inboxCreate, Why: why,
 			IDToken: sign([]string{"pwd", "hwk"}, "urn:example:loa:3")})
 		require.NoError(t, err)
 		assert.Equal(t, []string{"pwd", "hwk"}, e.Provenance.AMR)
@@ -322,9 +326,9 @@ func TestKeyRotationAndRefetchLimit(t *testing.T) {
 		h.clock.Advance(time.Minute)
 		fetches := h.iss.JWKSFetches()
 		for i := range 50 {
-			c := h.iss.Claims("alice", sb.RequestNonce(from, to, inboxCreate, why), h.clock.Now())
+			c := h.iss.Claims("alice", nonce(from, to, inboxCreate, why), h.clock.Now())
 			tok := switchboardtest.SignWith(rogue, fmt.Sprintf("junk-%d", i), jose.RS256, c.JSON())
-			_, _, err := h.sb.Request(ctx, sb.FriendRequest{From: from, To: to, Scope: inboxCreate, Why: why, IDToken: tok})
+			_, _, err := h.sb.Request(ctx, sb.FriendRequest{Pickup: testPickup, From: from, To: to, Scope: inboxCreate, Why: why, IDToken: tok})
 			require.ErrorIs(t, err, sb.ErrProvenance)
 		}
 		assert.LessOrEqual(t, h.iss.JWKSFetches()-fetches, 1, "50 junk tokens in one interval fetch the JWKS at most once")
@@ -357,7 +361,7 @@ func TestReplayRefusedAcrossSwitchboardsAndReopen(t *testing.T) {
 	require.NoError(t, err)
 
 	tok := h.token(h.alice, "alice-bot", "bob-desk", inboxCreate, "once")
-	req := sb.FriendRequest{From: "alice-bot", To: "bob-desk", Scope: inboxCreate, Why: "once", IDToken: tok}
+	req := sb.FriendRequest{Pickup: testPickup, From: "alice-bot", To: "bob-desk", Scope: inboxCreate, Why: "once", IDToken: tok}
 	e, _, err := h.sb.Request(ctx, req)
 	require.NoError(t, err)
 	require.NoError(t, h.sb.Withdraw(ctx, h.alice, e.ID))
@@ -382,7 +386,7 @@ func TestFreshOnlyBinding(t *testing.T) {
 		h.withConfig(t, nil, func(c *sb.Config) { c.Binding = sb.BindFreshOnly })
 		c := h.iss.Claims("alice", "", h.clock.Now()) // an IdP that sets no nonce
 		tok := h.iss.Sign(c)
-		req := sb.FriendRequest{From: "alice-bot", To: "bob-desk", Scope: inboxCreate, Why: "no nonce here", IDToken: tok}
+		req := sb.FriendRequest{Pickup: testPickup, From: "alice-bot", To: "bob-desk", Scope: inboxCreate, Why: "no nonce here", IDToken: tok}
 		e, _, err := h.sb.Request(ctx, req)
 		require.NoError(t, err)
 		require.NoError(t, h.sb.Withdraw(ctx, h.alice, e.ID))
@@ -391,7 +395,7 @@ func TestFreshOnlyBinding(t *testing.T) {
 		refused(t, h, before, err, "already used")
 
 		c.Nonce = "some other login's nonce"
-		e, _, err = h.sb.Request(ctx, sb.FriendRequest{From: "alice-bot", To: "bob-desk", Scope: inboxCreate, Why: "other nonce", IDToken: h.iss.Sign(c)})
+		e, _, err = h.sb.Request(ctx, sb.FriendRequest{Pickup: testPickup, From: "alice-bot", To: "bob-desk", Scope: inboxCreate, Why: "other nonce", IDToken: h.iss.Sign(c)})
 		require.NoError(t, err, "fresh-only ignores the nonce")
 		require.NoError(t, h.sb.Withdraw(ctx, h.alice, e.ID))
 
@@ -399,7 +403,7 @@ func TestFreshOnlyBinding(t *testing.T) {
 		old := h.iss.Sign(c)
 		h.clock.Advance(11 * time.Minute)
 		before = lastSeq(t, h)
-		_, _, err = h.sb.Request(ctx, sb.FriendRequest{From: "carol-bot", To: "bob-desk", Scope: inboxCreate, Why: "stale", IDToken: old})
+		_, _, err = h.sb.Request(ctx, sb.FriendRequest{Pickup: testPickup, From: "carol-bot", To: "bob-desk", Scope: inboxCreate, Why: "stale", IDToken: old})
 		refused(t, h, before, err, "too old")
 	})
 	_, err := sb.New(memoryStore(t), &sb.Config{Binding: sb.Binding(7)})
@@ -443,7 +447,7 @@ func TestVerifyHuman(t *testing.T) {
 		require.NoError(t, err)
 		p, err = h.sb.VerifyHuman(ctx, h.iss.Token("bob", "Bob", "", "n2", h.clock.Now()), "n2")
 		require.NoError(t, err)
-		_, _, err = h.sb.Approve(ctx, p.Human(), e.ID, nil)
+		_, err = h.sb.Approve(ctx, p.Human(), e.ID, nil)
 		require.NoError(t, err)
 	})
 }
@@ -454,20 +458,20 @@ func TestVerifyHuman(t *testing.T) {
 func TestAFriendRequestTokenIsNeverALogin(t *testing.T) {
 	eachBackend(t, func(t *testing.T, h *harness) {
 		tok := h.token(h.alice, "alice-bot", "bob-desk", inboxCreate, "hi")
-		_, _, err := h.sb.Request(ctx, sb.FriendRequest{From: "alice-bot", To: "bob-desk", Scope: inboxCreate, Why: "hi", IDToken: tok})
+		_, _, err := h.sb.Request(ctx, sb.FriendRequest{Pickup: testPickup, From: "alice-bot", To: "bob-desk", Scope: inboxCreate, Why: "hi", IDToken: tok})
 		require.NoError(t, err)
 		_, err = h.sb.VerifyHuman(ctx, tok, "")
 		require.ErrorIs(t, err, sb.ErrInvalidArgument)
 		_, err = h.sb.VerifyHuman(ctx, tok, "a-host-login-nonce")
 		require.ErrorIs(t, err, sb.ErrProvenance)
-		_, err = h.sb.VerifyHuman(ctx, tok, sb.RequestNonce("alice-bot", "bob-desk", inboxCreate, "hi"))
+		_, err = h.sb.VerifyHuman(ctx, tok, nonce("alice-bot", "bob-desk", inboxCreate, "hi"))
 		require.ErrorIs(t, err, sb.ErrProvenance, "spent on a friend request")
 		assert.Contains(t, err.Error(), "already spent")
 
 		h.withConfig(t, nil, func(c *sb.Config) { c.Binding = sb.BindFreshOnly })
 		c := h.iss.Claims("alice", "login-7", h.clock.Now())
 		fresh := h.iss.Sign(c)
-		_, _, err = h.sb.Request(ctx, sb.FriendRequest{From: "alice-bot", To: "carol-bot", Scope: inboxCreate, Why: "hi", IDToken: fresh})
+		_, _, err = h.sb.Request(ctx, sb.FriendRequest{Pickup: testPickup, From: "alice-bot", To: "carol-bot", Scope: inboxCreate, Why: "hi", IDToken: fresh})
 		require.NoError(t, err)
 		_, err = h.sb.VerifyHuman(ctx, fresh, "login-7")
 		require.ErrorIs(t, err, sb.ErrProvenance, "spent on a friend request, though its nonce matches")

@@ -42,6 +42,9 @@ type Config struct {
 	// PendingTTL is how long a friend request stays pending before it
 	// expires. Default 7 days.
 	PendingTTL time.Duration
+	// PickupWindow is how long after approval the requesting agent may
+	// Collect its credential. Default 7 days.
+	PickupWindow time.Duration
 	// DefaultLease is the lease length of a Claim that names none and whose
 	// grant sets no default. Default 5 minutes.
 	DefaultLease time.Duration
@@ -81,6 +84,7 @@ const (
 	defaultClockLeeway        = time.Minute
 	defaultKeyRefetchInterval = time.Minute
 	defaultPendingTTL         = 7 * 24 * time.Hour
+	defaultPickupWindow       = 7 * 24 * time.Hour
 	defaultLease              = 5 * time.Minute
 	defaultMaxLease           = 24 * time.Hour
 	defaultDedupRetention     = 24 * time.Hour
@@ -141,13 +145,14 @@ func New(st store.Store, cfg *Config) (*Switchboard, error) {
 	orDuration(&c.ClockLeeway, defaultClockLeeway)
 	orDuration(&c.KeyRefetchInterval, defaultKeyRefetchInterval)
 	orDuration(&c.PendingTTL, defaultPendingTTL)
+	orDuration(&c.PickupWindow, defaultPickupWindow)
 	orDuration(&c.DefaultLease, defaultLease)
 	orDuration(&c.MaxLease, defaultMaxLease)
 	orDuration(&c.DedupRetention, defaultDedupRetention)
 	orDuration(&c.PollInterval, defaultPollInterval)
 	orDuration(&c.ReapInterval, defaultReapInterval)
 	orInt(&c.MaxAttempts, defaultMaxAttempts)
-	for _, d := range []time.Duration{c.PollInterval, c.ReapInterval, c.KeyRefetchInterval, c.MaxTokenAge, c.ClockLeeway, c.PendingTTL, c.DefaultLease, c.MaxLease, c.DedupRetention} {
+	for _, d := range []time.Duration{c.PollInterval, c.ReapInterval, c.KeyRefetchInterval, c.MaxTokenAge, c.ClockLeeway, c.PendingTTL, c.PickupWindow, c.DefaultLease, c.MaxLease, c.DedupRetention} {
 		if d < 0 {
 			return nil, invalid("negative duration in Config")
 		}

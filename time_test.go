@@ -55,8 +55,8 @@ func TestTimesOutsideTheRangeAreRefused(t *testing.T) {
 // past the range is refused, and one within it stays spent across reaps.
 func TestSpentTokensAreNotForgottenEarly(t *testing.T) {
 	eachBackend(t, func(t *testing.T, h *harness) {
-		r := sb.FriendRequest{From: "alice-bot", To: "bob-desk", Scope: inboxCreate, Why: "long-lived"}
-		c := h.iss.Claims("alice", sb.RequestNonce(r.From, r.To, r.Scope, r.Why), h.clock.Now())
+		r := sb.FriendRequest{Pickup: testPickup, From: "alice-bot", To: "bob-desk", Scope: inboxCreate, Why: "long-lived"}
+		c := h.iss.Claims("alice", nonce(r.From, r.To, r.Scope, r.Why), h.clock.Now())
 		c.Expiry = time.Date(2300, 1, 1, 0, 0, 0, 0, time.UTC)
 		r.IDToken = h.iss.Sign(c)
 		_, _, err := h.sb.Request(ctx, r)

@@ -88,7 +88,7 @@ func TestATokenIsItsContentNotItsSpelling(t *testing.T) {
 		variants := respellings(tok)
 		require.Greater(t, len(variants), 12)
 		req := func(token, to string) error {
-			_, _, err := h.sb.Request(ctx, sb.FriendRequest{From: "alice-bot", To: to, Scope: inboxCreate, Why: "hi", IDToken: token})
+			_, _, err := h.sb.Request(ctx, sb.FriendRequest{Pickup: testPickup, From: "alice-bot", To: to, Scope: inboxCreate, Why: "hi", IDToken: token})
 			return err
 		}
 		for name, v := range variants {
@@ -127,8 +127,8 @@ func TestAMalleatedSignatureIsTheSameToken(t *testing.T) {
 		require.NoError(t, err)
 		ec := jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: &key.PublicKey, KeyID: "ec1", Algorithm: "ES256", Use: "sig"}}}
 		h.withConfig(t, func(is *sb.Issuer) { is.Keys = &ec }, nil)
-		r := sb.FriendRequest{From: "alice-bot", To: "bob-desk", Scope: inboxCreate, Why: "ec"}
-		tok := switchboardtest.SignWith(key, "ec1", jose.ES256, h.iss.Claims("alice", sb.RequestNonce(r.From, r.To, r.Scope, r.Why), h.clock.Now()).JSON())
+		r := sb.FriendRequest{Pickup: testPickup, From: "alice-bot", To: "bob-desk", Scope: inboxCreate, Why: "ec"}
+		tok := switchboardtest.SignWith(key, "ec1", jose.ES256, h.iss.Claims("alice", nonce(r.From, r.To, r.Scope, r.Why), h.clock.Now()).JSON())
 		segs := strings.Split(tok, ".")
 		sig, err := base64.RawURLEncoding.DecodeString(segs[2])
 		require.NoError(t, err)
@@ -155,8 +155,8 @@ func TestAMalleatedSignatureIsTheSameToken(t *testing.T) {
 // matches case-insensitively and keeps the last duplicate.
 func TestTokenClaimsDecodeOneWay(t *testing.T) {
 	eachBackend(t, func(t *testing.T, h *harness) {
-		r := sb.FriendRequest{From: "alice-bot", To: "bob-desk", Scope: inboxCreate, Why: "claims"}
-		valid := h.iss.Claims("alice", sb.RequestNonce(r.From, r.To, r.Scope, r.Why), h.clock.Now()).JSON()
+		r := sb.FriendRequest{Pickup: testPickup, From: "alice-bot", To: "bob-desk", Scope: inboxCreate, Why: "claims"}
+		valid := h.iss.Claims("alice", nonce(r.From, r.To, r.Scope, r.Why), h.clock.Now()).JSON()
 		priv, kid := h.iss.Key()
 		for name, payload := range map[string]string{
 			"case twin of sub":   strings.TrimSuffix(valid, "}") + `,"SUB":"bob"}`,
@@ -179,7 +179,7 @@ func TestTokenClaimsDecodeOneWay(t *testing.T) {
 // retry; a new token on the retry is spent; any other reuse is refused.
 func TestRequestSaysWhatItDid(t *testing.T) {
 	eachBackend(t, func(t *testing.T, h *harness) {
-		r := sb.FriendRequest{From: "alice-bot", To: "bob-desk", Scope: inboxCreate, Why: "retry me"}
+		r := sb.FriendRequest{Pickup: testPickup, From: "alice-bot", To: "bob-desk", Scope: inboxCreate, Why: "retry me"}
 		r.IDToken = h.iss.RequestToken("alice", r, h.clock.Now())
 		e, created, err := h.sb.Request(ctx, r)
 		require.NoError(t, err)
@@ -211,12 +211,12 @@ func TestRequestSaysWhatItDid(t *testing.T) {
 		}
 
 		// A different request while one is pending is a conflict, not a retry.
-		r2 := sb.FriendRequest{From: "alice-bot", To: "bob-desk", Scope: inboxCreate, Why: "first"}
+		r2 := sb.FriendRequest{Pickup: testPickup, From: "alice-bot", To: "bob-desk", Scope: inboxCreate, Why: "first"}
 		r2.IDToken = h.iss.RequestToken("alice", r2, h.clock.Now())
 		_, created, err = h.sb.Request(ctx, r2)
 		require.NoError(t, err)
 		require.True(t, created)
-		r3 := sb.FriendRequest{From: "alice-bot", To: "bob-desk", Scope: inboxCreate, Why: "second"}
+		r3 := sb.FriendRequest{Pickup: testPickup, From: "alice-bot", To: "bob-desk", Scope: inboxCreate, Why: "second"}
 		r3.IDToken = h.iss.RequestToken("alice", r3, h.clock.Now())
 		_, _, err = h.sb.Request(ctx, r3)
 		require.ErrorIs(t, err, sb.ErrConflict)

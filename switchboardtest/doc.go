@@ -9,9 +9,12 @@
 //	iss, _ := switchboardtest.NewIssuer("test-client")
 //	defer iss.Close()
 //	sb, _ := switchboard.New(memory.New(), &switchboard.Config{Issuers: []switchboard.Issuer{iss.Config()}})
-//	req := switchboard.FriendRequest{From: "alice-bot", To: "bob-desk", Scope: scope, Why: "invoices"}
+//	secret, pickup := switchboard.NewPickup()
+//	req := switchboard.FriendRequest{From: "alice-bot", To: "bob-desk", Scope: scope, Why: "invoices", Pickup: pickup}
 //	req.IDToken = iss.RequestToken("alice", req, time.Now())
 //	edge, _, _ := sb.Request(ctx, req)
+//	sb.Approve(ctx, iss.Human("bob"), edge.ID, nil)
+//	_, credential, _ := sb.Collect(ctx, edge.ID, secret)
 //
 // The issuer's keys can be rotated, and it counts JWKS fetches so tests can
 // see refetch limits. [SignWith] signs arbitrary payloads, for tests of

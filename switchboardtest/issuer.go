@@ -226,7 +226,7 @@ func (c Claims) JSON() string {
 // requesting agent's host gets back from its human's login. Set it as
 // r.IDToken before calling Request.
 func (is *Issuer) RequestToken(subject string, r switchboard.FriendRequest, now time.Time) string {
-	return is.Token(subject, "", "", switchboard.RequestNonce(r.From, r.To, r.Scope, r.Why), now)
+	return is.Token(subject, "", "", switchboard.RequestNonce(r), now)
 }
 
 // Human is the switchboard.Human this issuer attests for subject.

@@ -85,11 +85,13 @@ func run(ctx context.Context) error {
 		{Queue: "refunds", Verbs: []switchboard.Verb{switchboard.VerbCreateFor}},
 	}
 	why := "I book Alice's trips and need to send you the invoices to pay."
-	nonce := switchboard.RequestNonce("alice-travel", "bob-accounts", requested, why)
-	idToken := iss.Token("alice", "Alice Liddell", "alice@example.com", nonce, time.Now())
-	edge, _, err := sb.Request(ctx, switchboard.FriendRequest{
-		From: "alice-travel", To: "bob-accounts", Scope: requested, Why: why, IDToken: idToken,
-	})
+	// alice-travel keeps the pickup secret; the request carries its hash.
+	pickupSecret, pickup := switchboard.NewPickup()
+	req := switchboard.FriendRequest{From: "alice-travel", To: "bob-accounts", Scope: requested, Why: why, Pickup: pickup}
+	// Alice's login is started with the request's nonce, so her ID token
+	// proves this request and no other.
+	req.IDToken = iss.Token("alice", "Alice Liddell", "alice@example.com", switchboard.RequestNonce(req), time.Now())
+	edge, _, err := sb.Request(ctx, req)
 	if err != nil {
 		return err
 	}
@@ -104,16 +106,23 @@ func run(ctx context.Context) error {
 
 	step(4, "Bob approves, narrowing the scope: invoices only, create only")
 	narrowed := switchboard.Scope{{Queue: "invoices", Verbs: []switchboard.Verb{switchboard.VerbCreateFor}}}
-	grant, credential, err := sb.Approve(ctx, bob, edge.ID, narrowed)
+	grant, err := sb.Approve(ctx, bob, edge.ID, narrowed)
 	if err != nil {
 		return err
 	}
 	fmt.Printf("grant %s minted for %s: %v\n", grant.ID, grant.Holder, grant.Scope.Describe())
-	// The host hands string(credential) to alice-travel over its own channel;
-	// its String method redacts it, so logging it by accident leaks nothing.
-	fmt.Printf("credential for alice-travel (shown once, stored only as a hash): %v\n", credential)
 
-	step(5, "alice-travel hands bob-accounts work — as a durable todo")
+	step(5, "alice-travel collects its credential with its pickup secret, once")
+	_, credential, err := sb.Collect(ctx, edge.ID, pickupSecret)
+	if err != nil {
+		return err
+	}
+	// Its String method redacts it, so logging it by accident leaks nothing.
+	fmt.Printf("credential for alice-travel (created now, stored only as a hash): %v\n", credential)
+	_, _, err = sb.Collect(ctx, edge.ID, pickupSecret)
+	fmt.Printf("a second collection is refused: %v\n", err)
+
+	step(6, "alice-travel hands bob-accounts work — as a durable todo")
 	todo, created, err := sb.CreateFor(ctx, credential, "invoices", switchboard.NewTodo{
 		Kind: "invoice.pay", Title: "Hotel Sacher, 3 nights", Payload: []byte(`{"amount_eur":780}`), DedupKey: "inv-2026-0412",
 	})
@@ -129,7 +138,7 @@ func run(ctx context.Context) error {
 	_, _, err = sb.CreateFor(ctx, credential, "refunds", switchboard.NewTodo{Kind: "refund"})
 	fmt.Printf("refunds was narrowed away: %v\n", err)
 
-	step(6, "Bob's own agent claims and completes the work")
+	step(7, "Bob's own agent claims and completes the work")
 	_, worker, err := sb.Vend(ctx, bob, switchboard.VendRequest{Agent: "bob-accounts", Scope: switchboard.Scope{
 		{Queue: "invoices", Verbs: []switchboard.Verb{switchboard.VerbClaim, switchboard.VerbComplete, switchboard.VerbGet}}}})
 	if err != nil {
@@ -150,14 +159,14 @@ func run(ctx context.Context) error {
 	}
 	fmt.Printf("todo %s is %s: %s\n", done.ID, done.State, done.Result)
 
-	step(7, "Bob revokes the grant; the very next call fails")
+	step(8, "Bob revokes the grant; the very next call fails")
 	if err := sb.Revoke(ctx, bob, grant.ID); err != nil {
 		return err
 	}
 	_, _, err = sb.CreateFor(ctx, credential, "invoices", switchboard.NewTodo{Kind: "invoice.pay"})
 	fmt.Printf("CreateFor after revoke: %v (unauthenticated: %v)\n", err, errors.Is(err, switchboard.ErrUnauthenticated))
 
-	step(8, "The audit log")
+	step(9, "The audit log")
 	events, err := sb.Events(ctx, 0, 100)
 	if err != nil {
 		return err
