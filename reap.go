@@ -5,6 +5,7 @@ package switchboard
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"time"
 )
 
@@ -108,7 +109,8 @@ func (s *Switchboard) Reap(ctx context.Context) (ReapStats, error) {
 // Run calls Reap every Config.ReapInterval, on Config.Clock, until ctx
 // ends, and returns ctx's error. When a Reap hits its batch bound it runs
 // again at once. Reap errors other than a closed store are retried at the
-// next tick; a closed store ends Run with ErrClosed.
+// next tick and reported to Config.Logger; a closed store ends Run with
+// ErrClosed.
 //
 // Run is optional: Claim recovers expired leases by itself and lapsed
 // requests and grants are refused when used. Run keeps queues and the
@@ -120,6 +122,10 @@ func (s *Switchboard) Run(ctx context.Context) error {
 			if err != nil {
 				if isClosed(err) {
 					return fmt.Errorf("switchboard: run: %w", err)
+				}
+				if ctx.Err() == nil {
+					s.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "switchboard: reap failed; retrying at the next tick",
+						slog.String("error", err.Error()), slog.Duration("retry_in", s.cfg.ReapInterval))
 				}
 				break
 			}

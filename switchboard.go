@@ -3,6 +3,7 @@
 package switchboard
 
 import (
+	"log/slog"
 	"net/http"
 	"slices"
 	"time"
@@ -26,6 +27,10 @@ type Config struct {
 	// HTTPClient is used for OIDC discovery and JWKS fetches. Default a new
 	// http.Client with a 10 second timeout (not http.DefaultClient).
 	HTTPClient *http.Client
+	// Logger receives what switchboard cannot return to a caller — today
+	// the errors of the background Reap in Run. Records never hold a
+	// credential, token or pickup secret. Default: discard.
+	Logger *slog.Logger
 	// MaxTokenAge bounds how long ago an ID token may have been issued
 	// (its iat). Default 10 minutes.
 	MaxTokenAge time.Duration
@@ -137,6 +142,9 @@ func New(st store.Store, cfg *Config) (*Switchboard, error) {
 	}
 	if c.Clock == nil {
 		c.Clock = systemClock{}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	if c.HTTPClient == nil {
 		c.HTTPClient = &http.Client{Timeout: defaultHTTPTimeout}
