@@ -16,6 +16,15 @@
 //	sb.Approve(ctx, iss.Human("bob"), edge.ID, nil)
 //	_, credential, _ := sb.Collect(ctx, edge.ID, secret)
 //
+// [NewKit] goes further: a Switchboard on the memory store that trusts a
+// fresh issuer, with helpers that fail the test on error —
+//
+//	k := switchboardtest.NewKit(t, nil)
+//	k.Publish("alice", "alice-bot")
+//	k.Publish("bob", "bob-desk")
+//	_, cred := k.Friend("alice-bot", "bob-desk", scope) // request, approve, collect
+//	worker := k.Worker("bob-desk", "inbox")             // bob's own agent drains inbox
+//
 // The issuer's keys can be rotated, and it counts JWKS fetches so tests can
 // see refetch limits. [SignWith] signs arbitrary payloads, for tests of
 // forged tokens.

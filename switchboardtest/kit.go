@@ -1,0 +1,145 @@
+// The test kit: a Switchboard on the in-memory store with a local issuer and
+// helpers that give a test personas, friendships and worker credentials in a
+// line each.
+
+package switchboardtest
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/switchboardhq/switchboard"
+	"github.com/switchboardhq/switchboard/store/memory"
+)
+
+// Kit is a Switchboard on the in-memory store whose only allow-listed
+// issuer is a local Issuer, with helpers that fail the test on error. Every
+// helper goes through the public API exactly as a host would: friend
+// requests carry real request-bound ID tokens and pickup verifiers, and
+// credentials are collected by the requesting side.
+type Kit struct {
+	// SB is the Switchboard under test.
+	SB *switchboard.Switchboard
+	// Issuer is the local identity provider SB trusts.
+	Issuer *Issuer
+
+	t     testing.TB
+	clock switchboard.Clock
+
+	mu     sync.Mutex
+	owners map[string]switchboard.Human // persona id → owner, for personas published here
+}
+
+// NewKit starts an Issuer and a Switchboard on a new in-memory store, both
+// closed when the test ends. cfg may be nil; its Issuers are replaced by the
+// kit's issuer, everything else is used as given (a test clock, quotas…).
+func NewKit(t testing.TB, cfg *switchboard.Config) *Kit {
+	t.Helper()
+	iss, err := NewIssuer("switchboardtest")
+	if err != nil {
+		t.Fatalf("switchboardtest: issuer: %v", err)
+	}
+	t.Cleanup(iss.Close)
+	var c switchboard.Config
+	if cfg != nil {
+		c = *cfg
+	}
+	c.Issuers = []switchboard.Issuer{iss.Config()}
+	st := memory.New()
+	t.Cleanup(func() { _ = st.Close() })
+	sb, err := switchboard.New(st, &c)
+	if err != nil {
+		t.Fatalf("switchboardtest: new: %v", err)
+	}
+	return &Kit{SB: sb, Issuer: iss, t: t, clock: c.Clock, owners: map[string]switchboard.Human{}}
+}
+
+func (k *Kit) now() time.Time {
+	if k.clock != nil {
+		return k.clock.Now()
+	}
+	return time.Now()
+}
+
+// Human is the human the kit's issuer attests for subject.
+func (k *Kit) Human(subject string) switchboard.Human { return k.Issuer.Human(subject) }
+
+// Publish publishes a discoverable persona id owned by the human owner (a
+// subject of the kit's issuer) with a minimal valid card.
+func (k *Kit) Publish(owner, id string) switchboard.Persona {
+	k.t.Helper()
+	p, err := k.SB.Publish(context.Background(), switchboard.Persona{
+		ID: id, Owner: k.Human(owner), Discoverable: true,
+		Card: switchboard.PersonaCard(id, "test persona "+id, "1.0.0", "https://switchboardtest.invalid/agents/"+id),
+	})
+	if err != nil {
+		k.t.Fatalf("switchboardtest: publish %s: %v", id, err)
+	}
+	k.mu.Lock()
+	k.owners[id] = p.Owner
+	k.mu.Unlock()
+	return p
+}
+
+func (k *Kit) owner(id string) switchboard.Human {
+	k.t.Helper()
+	k.mu.Lock()
+	h, ok := k.owners[id]
+	k.mu.Unlock()
+	if !ok {
+		k.t.Fatalf("switchboardtest: persona %s was not published through this kit", id)
+	}
+	return h
+}
+
+// Request sends a friend request from persona from to persona to, proven by
+// a token of from's owner, and returns the pending edge and the pickup
+// secret that collects its credential after approval.
+func (k *Kit) Request(from, to string, scope switchboard.Scope, why string) (edge switchboard.Edge, pickupSecret string) {
+	k.t.Helper()
+	owner := k.owner(from)
+	secret, verifier := switchboard.NewPickup()
+	r := switchboard.FriendRequest{From: from, To: to, Scope: scope, Why: why, Pickup: verifier}
+	r.IDToken = k.Issuer.RequestToken(owner.Subject, r, k.now())
+	e, _, err := k.SB.Request(context.Background(), r)
+	if err != nil {
+		k.t.Fatalf("switchboardtest: request %s → %s: %v", from, to, err)
+	}
+	return e, secret
+}
+
+// Friend makes from a friend of to: a request for scope, approved as asked
+// by to's owner, and the credential collected by from. It returns the grant
+// and from's credential.
+func (k *Kit) Friend(from, to string, scope switchboard.Scope) (switchboard.Grant, switchboard.Credential) {
+	k.t.Helper()
+	e, secret := k.Request(from, to, scope, "switchboardtest friend request")
+	ctx := context.Background()
+	if _, err := k.SB.Approve(ctx, k.owner(to), e.ID, nil); err != nil {
+		k.t.Fatalf("switchboardtest: approve %s: %v", e.ID, err)
+	}
+	g, cred, err := k.SB.Collect(ctx, e.ID, secret)
+	if err != nil {
+		k.t.Fatalf("switchboardtest: collect %s: %v", e.ID, err)
+	}
+	return g, cred
+}
+
+// Worker vends persona's owner's own agent (persona itself) every verb on
+// queues — create, list, get, the drain verbs, cancel and redrive — and
+// returns its credential.
+func (k *Kit) Worker(persona string, queues ...string) switchboard.Credential {
+	k.t.Helper()
+	var sc switchboard.Scope
+	verbs := append(switchboard.GrantableVerbs(), switchboard.VerbCancel, switchboard.VerbRedrive)
+	for _, q := range queues {
+		sc = append(sc, switchboard.ScopeEntry{Queue: q, Verbs: verbs})
+	}
+	_, cred, err := k.SB.Vend(context.Background(), k.owner(persona), switchboard.VendRequest{Agent: persona, Scope: sc})
+	if err != nil {
+		k.t.Fatalf("switchboardtest: vend %s: %v", persona, err)
+	}
+	return cred
+}
