@@ -106,6 +106,7 @@ func (t *txn) emit(e Event) error {
 	if err := t.tx.Put(tEvents, []byte(be64(e.Seq)), b); err != nil {
 		return err
 	}
+	t.emitted++
 	h := sha256.Sum256(b)
 	return t.tx.Put(tMeta, []byte(auditHeadKey), append(binary.BigEndian.AppendUint64(nil, e.Seq), h[:]...))
 }

@@ -51,10 +51,14 @@ func (s *Switchboard) Claim(ctx context.Context, c Credential, queue string, opt
 	if o.Lease < 0 || o.Lease > s.cfg.MaxLease {
 		return Todo{}, Lease{}, fmt.Errorf("switchboard: claim: %w", invalid("lease %s outside (0, %s]", o.Lease, s.cfg.MaxLease))
 	}
+	qk := ""
+	if o.Wait {
+		qk = qkeyOf(s, c, queue)
+	}
 	for {
 		// Take the wake-up channel before looking, so a CreateFor that
 		// commits between the look and the wait is not missed.
-		woken := s.wake.wait()
+		woken := s.wake.wait(qk)
 		todo, lease, err := s.claimOnce(ctx, c, queue, o)
 		if !o.Wait || !errors.Is(err, ErrQueueEmpty) {
 			return todo, lease, err
@@ -307,7 +311,6 @@ func (s *Switchboard) Fail(ctx context.Context, c Credential, l Lease, reason st
 	if err != nil {
 		return fmt.Errorf("switchboard: fail: %w", err)
 	}
-	s.wake.signal()
 	return nil
 }
 
@@ -329,31 +332,54 @@ func (s *Switchboard) Release(ctx context.Context, c Credential, l Lease) error 
 	if err != nil {
 		return fmt.Errorf("switchboard: release: %w", err)
 	}
-	s.wake.signal()
 	return nil
 }
 
-// waker lets blocked claims in this process sleep until something may have
-// become ready. signal wakes every waiter; waiters re-check the store.
+// waker lets goroutines of this process sleep until a commit may have
+// changed what they wait for: wait(key) returns a channel closed by the next
+// signal(key). Waiters re-check the store, so a spurious wake costs one read.
 type waker struct {
 	mu sync.Mutex
-	ch chan struct{}
+	ch map[string]chan struct{}
 }
 
-func (w *waker) wait() <-chan struct{} {
+func (w *waker) wait(key string) <-chan struct{} {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.ch == nil {
-		w.ch = make(chan struct{})
+		w.ch = map[string]chan struct{}{}
 	}
-	return w.ch
+	c, ok := w.ch[key]
+	if !ok {
+		c = make(chan struct{})
+		w.ch[key] = c
+	}
+	return c
 }
 
-func (w *waker) signal() {
+func (w *waker) signal(key string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.ch != nil {
-		close(w.ch)
-		w.ch = nil
+	if c, ok := w.ch[key]; ok {
+		close(c)
+		delete(w.ch, key)
 	}
+}
+
+// commitsKey is the one key of Switchboard.commits.
+const commitsKey = ""
+
+// qkeyOf is the queue key a blocked Claim waits on: the queue's address
+// under the credential's grant, or "" (woken by nothing but the poll) when
+// the credential does not authenticate — the claim then fails on its own.
+func qkeyOf(s *Switchboard, c Credential, queue string) string {
+	var k string
+	_ = s.view(context.Background(), func(t *txn) error {
+		g, err := t.authenticate(c)
+		if err == nil {
+			k = queueKey(&g.Grant, queue)
+		}
+		return nil
+	})
+	return k
 }

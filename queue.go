@@ -54,7 +54,6 @@ func (s *Switchboard) Redrive(ctx context.Context, c Credential, todoID string) 
 	if err != nil {
 		return fmt.Errorf("switchboard: redrive: %w", err)
 	}
-	s.wake.signal()
 	return nil
 }
 

@@ -101,7 +101,6 @@ func (s *Switchboard) Reap(ctx context.Context) (ReapStats, error) {
 		return ReapStats{}, fmt.Errorf("switchboard: reap: %w", err)
 	}
 	if st.LeasesExpired > 0 {
-		s.wake.signal()
 	}
 	return st, nil
 }

@@ -127,7 +127,8 @@ type Switchboard struct {
 	// localDir: one of dirs is the local directory of st, so a persona in
 	// st that is discoverable resolves without asking the others.
 	localDir bool
-	wake     waker
+	wake     waker // per queue key: blocked claims
+	commits  waker // commitsKey: subscriptions, after any commit that grew the log
 }
 
 // New returns a Switchboard over st. The caller keeps ownership of st and

@@ -185,7 +185,6 @@ func (s *Switchboard) CreateFor(ctx context.Context, c Credential, queue string,
 		return Todo{}, false, fmt.Errorf("switchboard: create_for: %w", err)
 	}
 	if created {
-		s.wake.signal()
 	}
 	return todo, created, nil
 }

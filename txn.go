@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/switchboardhq/switchboard/store"
@@ -46,6 +47,9 @@ const (
 type txn struct {
 	tx  store.Tx
 	now time.Time
+
+	readied map[string]bool // queue keys that got a ready todo
+	emitted int             // events appended
 }
 
 // update runs fn in one store Update with the clock read once, so every
@@ -54,7 +58,22 @@ type txn struct {
 // their times follow their commit order however long one waited for its
 // turn (a lease granted later never starts before one granted earlier).
 func (s *Switchboard) update(ctx context.Context, fn func(*txn) error) error {
-	return s.st.Update(ctx, func(tx store.Tx) error { return fn(&txn{tx: tx, now: s.now().UTC()}) })
+	var last *txn // fn may run more than once; the last run is what committed
+	err := s.st.Update(ctx, func(tx store.Tx) error {
+		last = &txn{tx: tx, now: s.now().UTC()}
+		return fn(last)
+	})
+	if err == nil && last != nil {
+		// Strictly after commit: wake the claims blocked on the queues
+		// that got work, and the subscriptions if the log grew.
+		for q := range last.readied {
+			s.wake.signal(q)
+		}
+		if last.emitted > 0 {
+			s.commits.signal(commitsKey)
+		}
+	}
+	return err
 }
 
 // view runs fn in one store View, with the clock read inside it.
@@ -87,6 +106,15 @@ func (t *txn) put(table string, key string, v any) error {
 }
 
 func (t *txn) putRaw(table string, key string, v string) error {
+	if table == tReady {
+		// A ready todo: its queue's blocked claims wake after commit.
+		if i := strings.IndexByte(key, 0); i > 0 {
+			if t.readied == nil {
+				t.readied = map[string]bool{}
+			}
+			t.readied[key[:i]] = true
+		}
+	}
 	return t.tx.Put(table, []byte(key), []byte(v))
 }
 

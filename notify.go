@@ -1,0 +1,156 @@
+// Change notifications: subscriptions that follow the audit log, strictly
+// after commit and in commit order.
+
+package switchboard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+)
+
+// EventFilter selects the events a subscription delivers. Every field that
+// is set must match; the zero filter matches every event.
+type EventFilter struct {
+	Types   []EventType // any of these types
+	Persona string      // Event.Persona
+	Edge    string      // Event.Edge
+	Grant   string      // Event.Grant
+	Todo    string      // Event.Todo
+}
+
+// Match reports whether f selects e.
+func (f *EventFilter) Match(e Event) bool {
+	if f == nil {
+		return true
+	}
+	return (len(f.Types) == 0 || slices.Contains(f.Types, e.Type)) &&
+		(f.Persona == "" || f.Persona == e.Persona) &&
+		(f.Edge == "" || f.Edge == e.Edge) &&
+		(f.Grant == "" || f.Grant == e.Grant) &&
+		(f.Todo == "" || f.Todo == e.Todo)
+}
+
+// ErrFellBehind is wrapped by the error of a subscription whose next events
+// are no longer in the log; the error's message names the seq to resume
+// after.
+var ErrFellBehind = errors.New("subscription fell behind the audit log")
+
+// Subscription delivers committed events to a host. Read C until it is
+// closed, then Err says why: nil after Close, the context's error, or an
+// error wrapping ErrFellBehind or ErrClosed.
+type Subscription struct {
+	// C delivers the matching events in commit order, each exactly once.
+	C <-chan Event
+
+	cancel context.CancelFunc
+	done   chan struct{}
+	mu     sync.Mutex
+	err    error
+	last   uint64
+	closed bool
+}
+
+// Close ends the subscription and waits until C is closed.
+func (sub *Subscription) Close() {
+	sub.mu.Lock()
+	sub.closed = true
+	sub.mu.Unlock()
+	sub.cancel()
+	<-sub.done
+}
+
+// Err returns why C was closed (nil while it is open or after Close).
+func (sub *Subscription) Err() error {
+	sub.mu.Lock()
+	defer sub.mu.Unlock()
+	return sub.err
+}
+
+// Last returns the seq of the last event the subscription read from the log
+// (delivered or filtered out): resume a new subscription after it.
+func (sub *Subscription) Last() uint64 {
+	sub.mu.Lock()
+	defer sub.mu.Unlock()
+	return sub.last
+}
+
+// Subscribe follows the audit log from the event after seq `after` (0: from
+// the start; pass the Seq of the last event handled to resume), delivering
+// the events filter matches on the returned Subscription's channel. Events
+// are read from the store, so they are delivered strictly after their
+// commit, in commit order, and never block or fail a transaction: a slow
+// reader only lags, and loses nothing while the log holds the events. A
+// commit in this process wakes the subscription at once; one made by
+// another process on the same store is noticed within
+// Config.PollInterval, on Config.Clock.
+func (s *Switchboard) Subscribe(ctx context.Context, after uint64, filter *EventFilter) *Subscription {
+	ctx, cancel := context.WithCancel(ctx)
+	ch := make(chan Event)
+	sub := &Subscription{C: ch, cancel: cancel, done: make(chan struct{}), last: after}
+	go s.follow(ctx, sub, ch, filter)
+	return sub
+}
+
+func (s *Switchboard) follow(ctx context.Context, sub *Subscription, ch chan<- Event, filter *EventFilter) {
+	defer close(sub.done)
+	defer close(ch)
+	end := func(err error) {
+		sub.mu.Lock()
+		if !sub.closed {
+			sub.err = err
+		}
+		sub.mu.Unlock()
+	}
+	cursor := sub.Last()
+	for {
+		woken := s.commits.wait(commitsKey) // before reading: no commit is missed
+		evs, err := s.Events(ctx, cursor, 256)
+		if err != nil {
+			if ctx.Err() != nil {
+				err = ctx.Err()
+			}
+			end(err)
+			return
+		}
+		for _, e := range evs {
+			if e.Seq != cursor+1 && !(cursor == 0 && e.Seq > 0 && s.firstEvent(ctx) == e.Seq) {
+				end(fmt.Errorf("switchboard: subscription: %w: events %d to %d are gone; resume after %d", ErrFellBehind, cursor+1, e.Seq-1, e.Seq-1))
+				return
+			}
+			if filter.Match(e) {
+				select {
+				case ch <- e:
+				case <-ctx.Done():
+					end(ctx.Err())
+					return
+				}
+			}
+			cursor = e.Seq
+			sub.mu.Lock()
+			sub.last = cursor
+			sub.mu.Unlock()
+		}
+		if len(evs) > 0 {
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			end(ctx.Err())
+			return
+		case <-woken:
+		case <-s.cfg.Clock.After(s.cfg.PollInterval):
+		}
+	}
+}
+
+// firstEvent is the seq of the oldest event in the log (0 if empty).
+func (s *Switchboard) firstEvent(ctx context.Context) uint64 {
+	evs, err := s.Events(ctx, 0, 1)
+	if err != nil || len(evs) == 0 {
+		return 0
+	}
+	return evs[0].Seq
+}
