@@ -55,18 +55,18 @@ type edgeRec struct {
 
 // FriendRequest is agent From asking persona To for Scope over To's queues.
 type FriendRequest struct {
-	From  string // the requesting agent; a persona published here
-	To    string // the target persona; must resolve in the directory
-	Scope Scope  // what From asks for: grantable verbs on To's queues
-	Why   string // shown to To's human; at most Limits.MaxWhy bytes
+	From  string `json:"from"`  // the requesting agent; a persona published here
+	To    string `json:"to"`    // the target persona; must resolve in the directory
+	Scope Scope  `json:"scope"` // what From asks for: grantable verbs on To's queues
+	Why   string `json:"why"`   // shown to To's human; at most Limits.MaxWhy bytes
 	// Pickup is the pickup verifier (see NewPickup): the hash of a secret
 	// the requesting agent keeps and presents to Collect its credential
 	// after approval. Required; covered by RequestNonce.
-	Pickup string
+	Pickup string `json:"pickup"`
 	// IDToken is an OIDC ID token of From's owner from an allow-listed
 	// issuer, whose nonce is RequestNonce of this request. It is verified,
 	// hashed against replay and then discarded.
-	IDToken string
+	IDToken string `json:"id_token"`
 }
 
 // Approval is the legible summary an approval todo carries: who asks, why,

@@ -196,18 +196,18 @@ func (s *Switchboard) Authenticate(ctx context.Context, c Credential) (Grant, er
 type VendRequest struct {
 	// Agent is the persona that will hold the credential. It must be owned
 	// by the vending human.
-	Agent string
+	Agent string `json:"agent"`
 	// Target is the persona whose queues Scope names. Empty means Agent. It
 	// must be owned by the vending human.
-	Target string
+	Target string `json:"target,omitempty"`
 	// Scope may hold any verb, and list/get on ApprovalsQueue.
-	Scope Scope
+	Scope Scope `json:"scope"`
 	// ExpiresAt ends the grant; zero means it lasts until revoked. A
 	// non-zero time must lie in [1970, 2200) UTC.
-	ExpiresAt time.Time
+	ExpiresAt time.Time `json:"expires_at,omitzero"`
 	// DefaultLease is the lease length for claims that name none; zero means
-	// Config.DefaultLease.
-	DefaultLease time.Duration
+	// Config.DefaultLease. In JSON, nanoseconds.
+	DefaultLease time.Duration `json:"default_lease,omitempty"`
 }
 
 // Vend lets human grant one of their own agents a scope over their own

@@ -15,6 +15,9 @@ import (
 // Lease is a claim on a todo. Its Token fences the claim: Complete and the
 // other lease verbs must present the current token, so a worker whose lease
 // expired and was claimed by another can never finish that other's work.
+// A caller that sends a Lease back (to Heartbeat, Complete, Fail, Release)
+// must return TodoID and Token; Attempt and ExpiresAt are informative and
+// not read.
 type Lease struct {
 	TodoID    string    `json:"todo"`       // the leased todo
 	Token     string    `json:"token"`      // the fencing token: present it to every lease verb
@@ -26,12 +29,12 @@ type Lease struct {
 type ClaimOptions struct {
 	// Lease is the lease length; zero means the grant's default, else
 	// Config.DefaultLease. At most Config.MaxLease.
-	Lease time.Duration
+	Lease time.Duration `json:"lease,omitempty"`
 	// Wait blocks until a todo is ready or ctx ends, instead of returning
 	// ErrQueueEmpty. Work created, failed, released or redriven through this
 	// Switchboard wakes it at once; work from another process sharing the
 	// store is found by polling every Config.PollInterval.
-	Wait bool
+	Wait bool `json:"wait,omitempty"`
 }
 
 func leaseKey(r *todoRec) string {

@@ -59,9 +59,9 @@ func (s *Switchboard) Redrive(ctx context.Context, c Credential, todoID string) 
 
 // ListOptions filters List. A nil *ListOptions lists every state.
 type ListOptions struct {
-	State TodoState // only todos in this state; empty: any
-	After string    // continue after this todo id (from a previous page)
-	Limit int       // at most this many; zero: 100; at most 1000
+	State TodoState `json:"state,omitempty"` // only todos in this state; empty: any
+	After string    `json:"after,omitempty"` // continue after this todo id (from a previous page)
+	Limit int       `json:"limit,omitempty"` // at most this many; zero: 100; at most 1000
 }
 
 // List returns a queue's todos in creation order. Through a friend grant it

@@ -99,21 +99,21 @@ type todoRec struct {
 
 // NewTodo is what CreateFor needs to make a todo.
 type NewTodo struct {
-	Kind     string // required: what sort of work, e.g. "invoice.review"
-	Title    string // a line for humans
-	Payload  []byte // opaque to switchboard; at most Limits.MaxPayload
-	Priority int    // higher is claimed first; within ±1,000,000
+	Kind     string `json:"kind"`               // required: what sort of work, e.g. "invoice.review"
+	Title    string `json:"title,omitempty"`    // a line for humans
+	Payload  []byte `json:"payload,omitempty"`  // opaque to switchboard; at most Limits.MaxPayload (base64 in JSON)
+	Priority int    `json:"priority,omitempty"` // higher is claimed first; within ±1,000,000
 	// DedupKey makes CreateFor idempotent: while a todo created under the
 	// same grant with this key is live, and for Config.DedupRetention after
 	// it ends, CreateFor returns that todo instead of a new one. Keys are
 	// namespaced per grant.
-	DedupKey string
+	DedupKey string `json:"dedup_key,omitempty"`
 	// NotBefore delays the todo; zero means ready now. A non-zero time
 	// must lie in [1970, 2200) UTC.
-	NotBefore time.Time
+	NotBefore time.Time `json:"not_before,omitzero"`
 	// MaxAttempts before the todo is dead-lettered; zero means
 	// Config.MaxAttempts.
-	MaxAttempts int
+	MaxAttempts int `json:"max_attempts,omitempty"`
 }
 
 // CreateFor hands work to the persona a grant targets: it creates a todo in
