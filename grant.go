@@ -107,9 +107,13 @@ func (t *txn) mint(g Grant, withCredential bool) (Grant, Credential, error) {
 			return Grant{}, "", err
 		}
 	}
-	if !g.ExpiresAt.IsZero() {
-		if err := t.putRaw(tGrantExp, timeKey(g.ExpiresAt)+g.ID, ""); err != nil {
-			return Grant{}, "", err
+	for _, due := range []time.Time{g.ExpiresAt, g.CollectBy} {
+		// Reap revokes a grant when it expires, and a friend grant whose
+		// credential was not collected in time.
+		if !due.IsZero() {
+			if err := t.putRaw(tGrantExp, timeKey(due)+g.ID, ""); err != nil {
+				return Grant{}, "", err
+			}
 		}
 	}
 	err := t.emit(Event{Type: EventGrantMinted, Actor: humanActor(g.Grantor), Persona: g.Holder, Edge: g.EdgeID, Grant: g.ID})
@@ -308,8 +312,15 @@ func (t *txn) grantWithEdge(id string) (*grantRec, *edgeRec, error) {
 // cancels the grant's todos that are not yet claimed.
 func (t *txn) revokeGrant(g *grantRec, e *edgeRec, actor, why string, cancelQueued bool) error {
 	g.State, g.RevokedAt, g.RevokedBy = GrantRevoked, t.now, actor
-	if err := t.del(tCredIndex, string(g.CredHash)); err != nil {
-		return err
+	if len(g.CredHash) > 0 { // a friend grant not yet collected has none
+		if err := t.del(tCredIndex, string(g.CredHash)); err != nil {
+			return err
+		}
+	}
+	if !g.CollectBy.IsZero() {
+		if err := t.del(tGrantExp, timeKey(g.CollectBy)+g.ID); err != nil {
+			return err
+		}
 	}
 	if !g.ExpiresAt.IsZero() {
 		if err := t.del(tGrantExp, timeKey(g.ExpiresAt)+g.ID); err != nil {

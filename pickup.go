@@ -68,7 +68,8 @@ func errNothingToCollect() error {
 // secret, an unknown, pending, denied or revoked edge, a second collection
 // and a lapsed window are all ErrNotFound with the same words; a malformed
 // secret is ErrInvalidArgument. The credential is created by this call and
-// stored only as a hash.
+// stored only as a hash. A grant not collected within the window is revoked
+// by the next Reap, with its edge.
 func (s *Switchboard) Collect(ctx context.Context, edgeID, secret string) (Grant, Credential, error) {
 	fail := func(err error) (Grant, Credential, error) {
 		return Grant{}, "", fmt.Errorf("switchboard: collect: %w", err)
@@ -98,6 +99,9 @@ func (s *Switchboard) Collect(ctx context.Context, edgeID, secret string) (Grant
 		}
 		if !r.live(t.now) || !r.CollectedAt.IsZero() || !t.now.Before(r.CollectBy) {
 			return errNothingToCollect()
+		}
+		if err := t.del(tGrantExp, timeKey(r.CollectBy)+r.ID); err != nil {
+			return err
 		}
 		c, hash := newCredential()
 		r.CredHash, r.CollectedAt, r.CollectBy = hash, t.now, time.Time{}

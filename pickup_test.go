@@ -92,6 +92,21 @@ func TestTheRequesterCollectsItsCredentialOnce(t *testing.T) {
 			require.NoError(t, err)
 			h.clock.Advance(7 * 24 * time.Hour)
 			refusedSame(e3.ID, s3, "after the window")
+
+			// Reap revokes the uncollected grant and its edge, so the
+			// friendship does not linger half-made.
+			stats, err := h.sb.Reap(ctx)
+			require.NoError(t, err)
+			assert.Equal(t, 1, stats.GrantsExpired)
+			got3, err := h.sb.Edge(ctx, h.carol, e3.ID)
+			require.NoError(t, err)
+			assert.Equal(t, sb.EdgeRevoked, got3.State)
+			refusedSame(e3.ID, s3, "after the reap")
+			stats, err = h.sb.Reap(ctx)
+			require.NoError(t, err)
+			assert.Zero(t, stats.GrantsExpired, "a collected grant is not reaped for its old deadline")
+			_, _, err = h.sb.CreateFor(ctx, cred, "inbox", sb.NewTodo{Kind: "k"})
+			require.NoError(t, err, "alice's collected credential still works")
 		})
 	}
 }

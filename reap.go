@@ -13,7 +13,7 @@ import (
 type ReapStats struct {
 	LeasesExpired int // leases past expiry: re-queued or dead-lettered
 	EdgesExpired  int // pending friend requests past their expiry
-	GrantsExpired int // grants past their expiry, revoked
+	GrantsExpired int // grants past their expiry or pickup window, revoked
 	TokensPurged  int // remembered ID token hashes whose tokens expired
 }
 
@@ -89,7 +89,14 @@ func (s *Switchboard) Reap(ctx context.Context) (ReapStats, error) {
 			if err != nil {
 				return err
 			}
-			if err := t.revokeGrant(g, e, systemActor, "expired", true); err != nil {
+			if g.State != GrantActive {
+				continue // listed twice (expiry and pickup deadline) in one batch
+			}
+			why := "expired"
+			if !g.CollectBy.IsZero() && !t.now.Before(g.CollectBy) {
+				why = "credential not collected within the pickup window"
+			}
+			if err := t.revokeGrant(g, e, systemActor, why, true); err != nil {
 				return err
 			}
 		}

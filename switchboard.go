@@ -48,7 +48,8 @@ type Config struct {
 	// expires. Default 7 days.
 	PendingTTL time.Duration
 	// PickupWindow is how long after approval the requesting agent may
-	// Collect its credential. Default 7 days.
+	// Collect its credential. Default 7 days. After it, Reap revokes the
+	// uncollected grant and its edge.
 	PickupWindow time.Duration
 	// DefaultLease is the lease length of a Claim that names none and whose
 	// grant sets no default. Default 5 minutes.
