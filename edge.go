@@ -260,7 +260,7 @@ func (s *Switchboard) Request(ctx context.Context, r FriendRequest) (edge Edge, 
 			return err
 		}
 		out, created = e.Edge, true
-		return t.emit(Event{Type: EventEdgeRequested, Actor: agentActor(from.ID), Persona: from.ID, Edge: e.ID, Todo: td.ID})
+		return t.emit(Event{Type: EventEdgeRequested, Actor: agentActor(from.ID), Persona: from.ID, Edge: e.ID, Todo: td.ID, Queue: td.address()})
 	})
 	if err != nil {
 		return fail(err)

@@ -58,6 +58,7 @@ type Event struct {
 	Edge    string    `json:"edge,omitempty"`    // the friend edge concerned, if any
 	Grant   string    `json:"grant,omitempty"`   // the grant concerned, if any
 	Todo    string    `json:"todo,omitempty"`    // the todo concerned, if any
+	Queue   string    `json:"queue,omitempty"`   // the todo's queue: a QueueAddress or ApprovalsAddress
 	Detail  string    `json:"detail,omitempty"`  // a short reason or the other party
 	// Prev is the base64url SHA-256 of the previous event's stored record
 	// (empty for the first): the link VerifyAudit checks.

@@ -112,7 +112,7 @@ func (s *Switchboard) claimOnce(ctx context.Context, c Credential, queue string,
 		}
 		todo = r.Todo
 		lease = Lease{TodoID: r.ID, Token: r.LeaseToken, Attempt: r.Attempts, ExpiresAt: r.LeaseExpiresAt}
-		return t.emit(Event{Type: EventTodoClaimed, Actor: agentActor(g.Holder), Persona: g.Holder, Grant: g.ID, Todo: r.ID})
+		return t.emit(Event{Type: EventTodoClaimed, Actor: agentActor(g.Holder), Persona: g.Holder, Grant: g.ID, Todo: r.ID, Queue: r.address()})
 	})
 	if err != nil {
 		return Todo{}, Lease{}, fmt.Errorf("switchboard: claim: %w", err)
@@ -175,7 +175,7 @@ func (t *txn) expireLease(id string) error {
 	if err := t.requeue(r, t.now, AttemptLeaseExpired, ""); err != nil {
 		return err
 	}
-	return t.emit(Event{Type: EventTodoLeaseExpired, Actor: systemActor, Todo: r.ID})
+	return t.emit(Event{Type: EventTodoLeaseExpired, Actor: systemActor, Todo: r.ID, Queue: r.address()})
 }
 
 // requeue returns a leased todo to its queue, available at at, closing the
@@ -309,7 +309,7 @@ func (s *Switchboard) Fail(ctx context.Context, c Credential, l Lease, reason st
 		if err := t.requeue(r, t.now.Add(backoff(r.Attempts)), AttemptFailed, reason); err != nil {
 			return err
 		}
-		return t.emit(Event{Type: EventTodoFailed, Actor: agentActor(g.Holder), Grant: g.ID, Todo: r.ID, Detail: reason})
+		return t.emit(Event{Type: EventTodoFailed, Actor: agentActor(g.Holder), Grant: g.ID, Todo: r.ID, Queue: r.address(), Detail: reason})
 	})
 	if err != nil {
 		return fmt.Errorf("switchboard: fail: %w", err)
@@ -330,7 +330,7 @@ func (s *Switchboard) Release(ctx context.Context, c Credential, l Lease) error 
 		if err := t.requeue(r, t.now, AttemptReleased, ""); err != nil {
 			return err
 		}
-		return t.emit(Event{Type: EventTodoReleased, Actor: agentActor(g.Holder), Grant: g.ID, Todo: r.ID})
+		return t.emit(Event{Type: EventTodoReleased, Actor: agentActor(g.Holder), Grant: g.ID, Todo: r.ID, Queue: r.address()})
 	})
 	if err != nil {
 		return fmt.Errorf("switchboard: release: %w", err)

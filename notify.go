@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 )
 
@@ -19,6 +20,7 @@ type EventFilter struct {
 	Edge    string      // Event.Edge
 	Grant   string      // Event.Grant
 	Todo    string      // Event.Todo
+	Queue   string      // Event.Queue: a QueueAddress or ApprovalsAddress
 }
 
 // Match reports whether f selects e.
@@ -30,7 +32,8 @@ func (f *EventFilter) Match(e Event) bool {
 		(f.Persona == "" || f.Persona == e.Persona) &&
 		(f.Edge == "" || f.Edge == e.Edge) &&
 		(f.Grant == "" || f.Grant == e.Grant) &&
-		(f.Todo == "" || f.Todo == e.Todo)
+		(f.Todo == "" || f.Todo == e.Todo) &&
+		(f.Queue == "" || f.Queue == e.Queue)
 }
 
 // ErrFellBehind is wrapped by the error of a subscription whose next events
@@ -153,4 +156,20 @@ func (s *Switchboard) firstEvent(ctx context.Context) uint64 {
 		return 0
 	}
 	return evs[0].Seq
+}
+
+// QueueAddress names persona's queue in events (Event.Queue), for filters.
+func QueueAddress(persona, queue string) string { return persona + "/" + queue }
+
+// ApprovalsAddress names human's approvals queue in events (Event.Queue):
+// subscribe to todo.created there to learn of each new friend request to
+// decide on.
+func ApprovalsAddress(h Human) string { return "~" + h.key() + "/" + ApprovalsQueue }
+
+// address is r's queue as events name it.
+func (r *todoRec) address() string {
+	if rest, ok := strings.CutPrefix(r.QueueKey, "p:"); ok {
+		return rest
+	}
+	return "~" + strings.TrimPrefix(r.QueueKey, "h:")
 }

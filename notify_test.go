@@ -136,3 +136,44 @@ func TestBlockingClaimWakesPerQueue(t *testing.T) {
 		}
 	})
 }
+
+// A host learns of what concerns one queue: a new approval todo for a
+// human, new and finished work in a persona's queue.
+func TestSubscribeByQueue(t *testing.T) {
+	eachBackend(t, func(t *testing.T, h *harness) {
+		start := lastSeq(t, h)
+		approvals := h.sb.Subscribe(ctx, start, &sb.EventFilter{Queue: sb.ApprovalsAddress(h.bob), Types: []sb.EventType{sb.EventTodoCreated}})
+		defer approvals.Close()
+		inbox := h.sb.Subscribe(ctx, start, &sb.EventFilter{Queue: sb.QueueAddress("bob-desk", "inbox"),
+			Types: []sb.EventType{sb.EventTodoCreated, sb.EventTodoCompleted}})
+		defer inbox.Close()
+
+		e, err := h.request(h.alice, "alice-bot", "bob-desk", inboxCreate, "queue events")
+		require.NoError(t, err)
+		ev := next(t, approvals)
+		assert.Equal(t, e.ApprovalTodo, ev.Todo)
+		_, err = h.sb.Approve(ctx, h.bob, e.ID, nil)
+		require.NoError(t, err)
+		_, friend, err := h.sb.Collect(ctx, e.ID, testSecret)
+		require.NoError(t, err)
+		td, _, err := h.sb.CreateFor(ctx, friend, "inbox", sb.NewTodo{Kind: "k"})
+		require.NoError(t, err)
+		w := h.worker(h.bob, "bob-desk", "inbox")
+		_, l, err := h.sb.Claim(ctx, w, "inbox", nil)
+		require.NoError(t, err)
+		require.NoError(t, h.sb.Complete(ctx, w, l, nil))
+		for _, want := range []sb.EventType{sb.EventTodoCreated, sb.EventTodoCompleted} {
+			ev := next(t, inbox)
+			assert.Equal(t, want, ev.Type)
+			assert.Equal(t, td.ID, ev.Todo)
+		}
+		// Carol's approvals are not Bob's.
+		carol := h.sb.Subscribe(ctx, start, &sb.EventFilter{Queue: sb.ApprovalsAddress(h.carol)})
+		defer carol.Close()
+		_, err = h.request(h.alice, "alice-bot", "carol-bot", inboxCreate, "for carol")
+		require.NoError(t, err)
+		ev = next(t, carol)
+		assert.NotEqual(t, e.ApprovalTodo, ev.Todo)
+		assert.Equal(t, sb.ApprovalsAddress(h.carol), ev.Queue)
+	})
+}

@@ -49,7 +49,7 @@ func (s *Switchboard) Redrive(ctx context.Context, c Credential, todoID string) 
 		if err := t.putRaw(tReady, readyKey(r), r.ID); err != nil {
 			return err
 		}
-		return t.emit(Event{Type: EventTodoRedriven, Actor: agentActor(g.Holder), Grant: g.ID, Todo: r.ID})
+		return t.emit(Event{Type: EventTodoRedriven, Actor: agentActor(g.Holder), Grant: g.ID, Todo: r.ID, Queue: r.address()})
 	})
 	if err != nil {
 		return fmt.Errorf("switchboard: redrive: %w", err)

@@ -214,7 +214,7 @@ func (t *txn) insertTodo(r todoRec, actor string, byGrant bool) (*todoRec, error
 			return nil, err
 		}
 	}
-	return &r, t.emit(Event{Type: EventTodoCreated, Actor: actor, Persona: r.Origin.Agent, Edge: r.Origin.Edge, Grant: r.Origin.Grant, Todo: r.ID})
+	return &r, t.emit(Event{Type: EventTodoCreated, Actor: actor, Persona: r.Origin.Agent, Edge: r.Origin.Edge, Grant: r.Origin.Grant, Todo: r.ID, Queue: r.address()})
 }
 
 // readyKey orders a queue's ready todos: priority (highest first), then
@@ -251,7 +251,7 @@ func (t *txn) endTodo(r *todoRec, state TodoState, how Outcome, actor, reason st
 		return err
 	}
 	typ := map[TodoState]EventType{TodoDone: EventTodoCompleted, TodoCancelled: EventTodoCancelled, TodoDead: EventTodoDead}[state]
-	return t.emit(Event{Type: typ, Actor: actor, Persona: r.Origin.Agent, Grant: r.Origin.Grant, Todo: r.ID, Detail: reason})
+	return t.emit(Event{Type: typ, Actor: actor, Persona: r.Origin.Agent, Grant: r.Origin.Grant, Todo: r.ID, Queue: r.address(), Detail: reason})
 }
 
 // unindex removes r from the ready or lease index its state puts it in.
