@@ -21,8 +21,9 @@ func TestRequestTypesCrossAWire(t *testing.T) {
 	}{
 		{sb.FriendRequest{From: "a", To: "b", Scope: inboxCreate, Why: "w", Pickup: "p", IDToken: "t"},
 			[]string{"from", "to", "scope", "why", "pickup", "id_token"}, func() any { return &sb.FriendRequest{} }},
-		{sb.NewTodo{Kind: "k", Title: "t", Payload: []byte("x"), Priority: 2, DedupKey: "d", NotBefore: time.Unix(1e9, 0).UTC(), MaxAttempts: 3},
+		{sb.NewTodo{Kind: "k", Title: "t", Payload: []byte(`{"n":1}`), Priority: 2, DedupKey: "d", NotBefore: time.Unix(1e9, 0).UTC(), MaxAttempts: 3},
 			[]string{"kind", "title", "payload", "priority", "dedup_key", "not_before", "max_attempts"}, func() any { return &sb.NewTodo{} }},
+		{sb.NewTodo{Kind: "k", Payload: []byte{0xff, 0}}, []string{"kind", "payload_base64"}, func() any { return &sb.NewTodo{} }},
 		{sb.VendRequest{Agent: "a", Target: "b", Scope: inboxCreate, ExpiresAt: time.Unix(2e9, 0).UTC(), DefaultLease: time.Minute},
 			[]string{"agent", "target", "scope", "expires_at", "default_lease"}, func() any { return &sb.VendRequest{} }},
 		{sb.ClaimOptions{Lease: time.Minute, Wait: true}, []string{"lease", "wait"}, func() any { return &sb.ClaimOptions{} }},
@@ -58,4 +59,48 @@ func deref(v any) any {
 		return *p
 	}
 	return nil
+}
+
+// What a host sends and receives reads as JSON: JSON payloads and results as
+// JSON, durations as strings; stored records are unaffected (the todo read
+// back from the store is the todo written).
+func TestTodosAndGrantsReadAsJSON(t *testing.T) {
+	eachBackend(t, func(t *testing.T, h *harness) {
+		_, friend := h.friend(h.alice, h.bob, "alice-bot", "bob-desk", inboxCreate)
+		w := h.worker(h.bob, "bob-desk", "inbox")
+		td, _, err := h.sb.CreateFor(ctx, friend, "inbox", sb.NewTodo{Kind: "k", Payload: []byte(`{"amount":420}`)})
+		require.NoError(t, err)
+		_, l, err := h.sb.Claim(ctx, w, "inbox", nil)
+		require.NoError(t, err)
+		require.NoError(t, h.sb.Complete(ctx, w, l, []byte("not json \xff")))
+		got, err := h.sb.Get(ctx, w, td.ID)
+		require.NoError(t, err)
+		assert.Equal(t, []byte(`{"amount":420}`), got.Payload)
+		assert.Equal(t, []byte("not json \xff"), got.Result)
+		b, err := json.Marshal(got)
+		require.NoError(t, err)
+		assert.Contains(t, string(b), `"payload":{"amount":420}`)
+		assert.Contains(t, string(b), `"result_base64":"`)
+		var back sb.Todo
+		require.NoError(t, json.Unmarshal(b, &back))
+		assert.Equal(t, got.Payload, back.Payload)
+		assert.Equal(t, got.Result, back.Result)
+		assert.Equal(t, got.History, back.History)
+		assert.Equal(t, got.ID, back.ID)
+
+		g, _, err := h.sb.Vend(ctx, h.bob, sb.VendRequest{Agent: "bob-desk", Scope: scope("inbox", sb.VerbList), DefaultLease: 90 * time.Second})
+		require.NoError(t, err)
+		gb, err := json.Marshal(g)
+		require.NoError(t, err)
+		assert.Contains(t, string(gb), `"default_lease":"1m30s"`)
+		var gback sb.Grant
+		require.NoError(t, json.Unmarshal(gb, &gback))
+		assert.Equal(t, 90*time.Second, gback.DefaultLease)
+		var o sb.ClaimOptions
+		require.NoError(t, json.Unmarshal([]byte(`{"lease":"2m","wait":true}`), &o))
+		assert.Equal(t, sb.ClaimOptions{Lease: 2 * time.Minute, Wait: true}, o)
+		require.Error(t, json.Unmarshal([]byte(`{"lease":"soon"}`), &o))
+		var n sb.NewTodo
+		require.Error(t, json.Unmarshal([]byte(`{"kind":"k","payload":{},"payload_base64":"AA=="}`), &n), "one payload")
+	})
 }

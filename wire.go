@@ -1,0 +1,238 @@
+// The JSON a host sends and receives: todo payloads and results that are
+// JSON travel as JSON (others as base64 under a _base64 name), durations as
+// Go duration strings ("5m0s"). Stored records keep their own encoding.
+
+package switchboard
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// bytesWire encodes b as raw JSON when it is valid JSON, else as base64
+// under the second name.
+func bytesWire(b []byte) (json.RawMessage, []byte) {
+	if len(b) == 0 {
+		return nil, nil
+	}
+	if json.Valid(b) {
+		return json.RawMessage(b), nil
+	}
+	return nil, b
+}
+
+// bytesFromWire is the inverse of bytesWire; setting both is an error.
+func bytesFromWire(name string, raw json.RawMessage, b64 []byte) ([]byte, error) {
+	if len(raw) > 0 && len(b64) > 0 {
+		return nil, fmt.Errorf("switchboard: both %s and %s_base64 are set", name, name)
+	}
+	if len(raw) > 0 {
+		if string(raw) == "null" {
+			return nil, nil
+		}
+		return []byte(raw), nil
+	}
+	return b64, nil
+}
+
+// wireDuration is a time.Duration that encodes in JSON as a Go duration
+// string ("1m30s") and decodes from such a string or from a number of
+// nanoseconds.
+type wireDuration time.Duration
+
+func (d wireDuration) MarshalJSON() ([]byte, error) {
+	return json.Marshal(time.Duration(d).String())
+}
+
+func (d *wireDuration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err == nil {
+		v, err := time.ParseDuration(s)
+		if err != nil {
+			return fmt.Errorf("switchboard: duration %q: %w", s, err)
+		}
+		*d = wireDuration(v)
+		return nil
+	}
+	var n int64
+	if err := json.Unmarshal(b, &n); err != nil {
+		return fmt.Errorf("switchboard: a duration is a string like \"5m\" or a number of nanoseconds")
+	}
+	*d = wireDuration(n)
+	return nil
+}
+
+type todoPlain Todo
+
+type todoWire struct {
+	todoPlain
+	Payload       json.RawMessage `json:"payload,omitempty"`
+	PayloadBase64 []byte          `json:"payload_base64,omitempty"`
+	Result        json.RawMessage `json:"result,omitempty"`
+	ResultBase64  []byte          `json:"result_base64,omitempty"`
+}
+
+// MarshalJSON encodes a todo for a wire: Payload and Result as JSON when
+// they are JSON, else base64 under payload_base64 and result_base64.
+func (t Todo) MarshalJSON() ([]byte, error) {
+	w := todoWire{todoPlain: todoPlain(t)}
+	w.Payload, w.PayloadBase64 = bytesWire(t.Payload)
+	w.Result, w.ResultBase64 = bytesWire(t.Result)
+	return json.Marshal(w)
+}
+
+// UnmarshalJSON decodes what MarshalJSON encodes.
+func (t *Todo) UnmarshalJSON(b []byte) error {
+	var w todoWire
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	*t = Todo(w.todoPlain)
+	var err error
+	if t.Payload, err = bytesFromWire("payload", w.Payload, w.PayloadBase64); err != nil {
+		return err
+	}
+	t.Result, err = bytesFromWire("result", w.Result, w.ResultBase64)
+	return err
+}
+
+type newTodoPlain NewTodo
+
+type newTodoWire struct {
+	newTodoPlain
+	Payload       json.RawMessage `json:"payload,omitempty"`
+	PayloadBase64 []byte          `json:"payload_base64,omitempty"`
+}
+
+// MarshalJSON encodes Payload as JSON when it is JSON, else base64 under
+// payload_base64.
+func (n NewTodo) MarshalJSON() ([]byte, error) {
+	w := newTodoWire{newTodoPlain: newTodoPlain(n)}
+	w.Payload, w.PayloadBase64 = bytesWire(n.Payload)
+	return json.Marshal(w)
+}
+
+// UnmarshalJSON decodes a payload given as JSON (payload) or base64
+// (payload_base64), not both.
+func (n *NewTodo) UnmarshalJSON(b []byte) error {
+	var w newTodoWire
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	*n = NewTodo(w.newTodoPlain)
+	var err error
+	n.Payload, err = bytesFromWire("payload", w.Payload, w.PayloadBase64)
+	return err
+}
+
+type grantPlain Grant
+
+type grantWire struct {
+	grantPlain
+	DefaultLease wireDuration `json:"default_lease,omitempty"`
+}
+
+// MarshalJSON encodes DefaultLease as a duration string.
+func (g Grant) MarshalJSON() ([]byte, error) {
+	return json.Marshal(grantWire{grantPlain: grantPlain(g), DefaultLease: wireDuration(g.DefaultLease)})
+}
+
+// UnmarshalJSON decodes DefaultLease from a duration string or nanoseconds.
+func (g *Grant) UnmarshalJSON(b []byte) error {
+	var w grantWire
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	*g = Grant(w.grantPlain)
+	g.DefaultLease = time.Duration(w.DefaultLease)
+	return nil
+}
+
+type vendPlain VendRequest
+
+type vendWire struct {
+	vendPlain
+	DefaultLease wireDuration `json:"default_lease,omitempty"`
+}
+
+// MarshalJSON encodes DefaultLease as a duration string.
+func (r VendRequest) MarshalJSON() ([]byte, error) {
+	return json.Marshal(vendWire{vendPlain: vendPlain(r), DefaultLease: wireDuration(r.DefaultLease)})
+}
+
+// UnmarshalJSON decodes DefaultLease from a duration string or nanoseconds.
+func (r *VendRequest) UnmarshalJSON(b []byte) error {
+	var w vendWire
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	*r = VendRequest(w.vendPlain)
+	r.DefaultLease = time.Duration(w.DefaultLease)
+	return nil
+}
+
+type claimPlain ClaimOptions
+
+type claimWire struct {
+	claimPlain
+	Lease wireDuration `json:"lease,omitempty"`
+}
+
+// MarshalJSON encodes Lease as a duration string.
+func (o ClaimOptions) MarshalJSON() ([]byte, error) {
+	return json.Marshal(claimWire{claimPlain: claimPlain(o), Lease: wireDuration(o.Lease)})
+}
+
+// UnmarshalJSON decodes Lease from a duration string or nanoseconds.
+func (o *ClaimOptions) UnmarshalJSON(b []byte) error {
+	var w claimWire
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	*o = ClaimOptions(w.claimPlain)
+	o.Lease = time.Duration(w.Lease)
+	return nil
+}
+
+// The stored records embed Todo and Grant; their own methods keep the
+// stored encoding (every field, bytes as base64, durations as nanoseconds)
+// instead of the promoted wire methods above.
+
+type todoRecStored struct {
+	todoPlain
+	QueueKey   string `json:"qkey"`
+	Seq        uint64 `json:"seq"`
+	LeaseToken string `json:"lease_token,omitempty"`
+}
+
+func (r todoRec) MarshalJSON() ([]byte, error) {
+	return json.Marshal(todoRecStored{todoPlain(r.Todo), r.QueueKey, r.Seq, r.LeaseToken})
+}
+
+func (r *todoRec) UnmarshalJSON(b []byte) error {
+	var s todoRecStored
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err
+	}
+	*r = todoRec{Todo: Todo(s.todoPlain), QueueKey: s.QueueKey, Seq: s.Seq, LeaseToken: s.LeaseToken}
+	return nil
+}
+
+type grantRecStored struct {
+	grantPlain
+	CredHash []byte `json:"cred_hash"`
+}
+
+func (r grantRec) MarshalJSON() ([]byte, error) {
+	return json.Marshal(grantRecStored{grantPlain(r.Grant), r.CredHash})
+}
+
+func (r *grantRec) UnmarshalJSON(b []byte) error {
+	var s grantRecStored
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err
+	}
+	*r = grantRec{Grant: Grant(s.grantPlain), CredHash: s.CredHash}
+	return nil
+}
