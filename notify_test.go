@@ -92,7 +92,11 @@ func TestASubscriptionThatFellBehindIsTold(t *testing.T) {
 		}
 		require.ErrorIs(t, sub.Err(), sb.ErrFellBehind)
 		assert.Contains(t, sub.Err().Error(), "resume after 3")
+		assert.Equal(t, uint64(2), sub.Last())
 		assert.Greater(t, len(evs), 3)
+		resumed := h.sb.Subscribe(ctx, 3, nil)
+		defer resumed.Close()
+		assert.Equal(t, uint64(4), next(t, resumed).Seq, "resumes after the gap")
 
 		cctx, cancel := context.WithCancel(ctx)
 		s2 := h.sb.Subscribe(cctx, uint64(len(evs)), nil)
