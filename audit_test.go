@@ -64,7 +64,9 @@ func TestTheAuditLogIsAChain(t *testing.T) {
 			assert.Equal(t, seq, ae.Seq, ae.Reason)
 			assert.Contains(t, ae.Reason, reason)
 		}
-		edit := func(seq uint64) (restore func()) {
+		// tamper changes event seq through the raw store and returns what
+		// puts it back.
+		tamper := func(seq uint64, change func(tx store.Tx, k, v []byte) error) (restore func()) {
 			var orig []byte
 			rawEvent(t, h, seq, func(tx store.Tx, k []byte) error {
 				v, err := tx.Get("events", k)
@@ -72,25 +74,19 @@ func TestTheAuditLogIsAChain(t *testing.T) {
 					return err
 				}
 				orig = append([]byte(nil), v...)
-				return tx.Put("events", k, []byte(strings.Replace(string(v), `"actor":"`, `"actor":"x`, 1)))
+				return change(tx, k, v)
 			})
 			return func() {
 				rawEvent(t, h, seq, func(tx store.Tx, k []byte) error { return tx.Put("events", k, orig) })
 			}
 		}
-		del := func(seq uint64) (restore func()) {
-			var orig []byte
-			rawEvent(t, h, seq, func(tx store.Tx, k []byte) error {
-				v, err := tx.Get("events", k)
-				if err != nil {
-					return err
-				}
-				orig = append([]byte(nil), v...)
-				return tx.Delete("events", k)
+		edit := func(seq uint64) func() {
+			return tamper(seq, func(tx store.Tx, k, v []byte) error {
+				return tx.Put("events", k, []byte(strings.Replace(string(v), `"actor":"`, `"actor":"x`, 1)))
 			})
-			return func() {
-				rawEvent(t, h, seq, func(tx store.Tx, k []byte) error { return tx.Put("events", k, orig) })
-			}
+		}
+		del := func(seq uint64) func() {
+			return tamper(seq, func(tx store.Tx, k, _ []byte) error { return tx.Delete("events", k) })
 		}
 		last := uint64(len(evs))
 

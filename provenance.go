@@ -212,7 +212,6 @@ func (v *verifier) forIssuer(ctx context.Context, st *issuerState) (*oidc.IDToke
 
 // idClaims are the claims switchboard reads beyond what go-oidc checks.
 type idClaims struct {
-	Issuer   string   `json:"iss"`
 	Name     string   `json:"name"`
 	Email    string   `json:"email"`
 	Nonce    string   `json:"nonce"`
