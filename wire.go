@@ -5,10 +5,133 @@
 package switchboard
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
+
+	"github.com/switchboardhq/switchboard/internal/strictjson"
 )
+
+// DecodeJSON reads one JSON document a host received — a friend request, a
+// NewTodo, ClaimOptions, a scope, a host's own envelope around them — into
+// v, one way only, so that what switchboard checks is what every other
+// reader of the same bytes would see. Beyond encoding/json it refuses, as
+// ErrInvalidArgument: invalid UTF-8, a key that appears twice or twice up
+// to case ("kind" and "Kind"), a key that is not the exact spelling of a
+// field of v (encoding/json would read "KIND" as kind; exact-match readers
+// would not), an unknown field with a non-empty value, nesting deeper than
+// 64 levels, and anything after the value. Bound the size before calling
+// (http.MaxBytesReader). The error names the offending key, never a value.
+func DecodeJSON(data []byte, v any) error {
+	doc, err := strictjson.Decode(data)
+	if err != nil {
+		return invalid("JSON: %v", err)
+	}
+	if err := foldTwins(doc, ""); err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return invalid("JSON: %v", err)
+	}
+	// Every key read must be one v writes back under the same spelling:
+	// a key v does not re-encode was a case variant or an unknown field
+	// (nested types with their own UnmarshalJSON do not see
+	// DisallowUnknownFields), unless its value was empty anyway.
+	out, err := json.Marshal(v)
+	if err != nil {
+		return invalid("JSON: %v", err)
+	}
+	back, err := strictjson.Decode(out)
+	if err != nil {
+		return invalid("JSON: %v", err)
+	}
+	return sameKeys(doc, back, "")
+}
+
+// foldTwins refuses an object with two keys equal up to case, at any depth.
+func foldTwins(v any, path string) error {
+	switch t := v.(type) {
+	case map[string]any:
+		seen := make(map[string]string, len(t))
+		for k, e := range t {
+			l := strings.ToLower(k)
+			if o, ok := seen[l]; ok {
+				return invalid("JSON: %s: keys %q and %q differ only by case", where(path), o, k)
+			}
+			seen[l] = k
+			if err := foldTwins(e, path+"."+k); err != nil {
+				return err
+			}
+		}
+	case []any:
+		for i, e := range t {
+			if err := foldTwins(e, fmt.Sprintf("%s[%d]", path, i)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// sameKeys checks that every key of in with a non-empty value is in out.
+func sameKeys(in, out any, path string) error {
+	switch t := in.(type) {
+	case map[string]any:
+		o, _ := out.(map[string]any)
+		for k, e := range t {
+			ov, ok := o[k]
+			if !ok {
+				if emptyJSON(e) {
+					continue
+				}
+				return invalid("JSON: %s: unknown field %q", where(path), k)
+			}
+			if err := sameKeys(e, ov, path+"."+k); err != nil {
+				return err
+			}
+		}
+	case []any:
+		o, _ := out.([]any)
+		for i, e := range t {
+			if i < len(o) {
+				if err := sameKeys(e, o[i], fmt.Sprintf("%s[%d]", path, i)); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func emptyJSON(v any) bool {
+	switch t := v.(type) {
+	case nil:
+		return true
+	case bool:
+		return !t
+	case string:
+		return t == ""
+	case json.Number:
+		f, err := t.Float64()
+		return err == nil && f == 0
+	case map[string]any:
+		return len(t) == 0
+	case []any:
+		return len(t) == 0
+	}
+	return false
+}
+
+func where(path string) string {
+	if path == "" {
+		return "document"
+	}
+	return strings.TrimPrefix(path, ".")
+}
 
 // bytesWire encodes b as raw JSON when it is valid JSON, else as base64
 // under the second name.

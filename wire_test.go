@@ -2,6 +2,7 @@ package switchboard_test
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -103,4 +104,42 @@ func TestTodosAndGrantsReadAsJSON(t *testing.T) {
 		var n sb.NewTodo
 		require.Error(t, json.Unmarshal([]byte(`{"kind":"k","payload":{},"payload_base64":"AA=="}`), &n), "one payload")
 	})
+}
+
+// DecodeJSON reads an outside document one way only: anything another
+// reader could see differently is refused, naming the key.
+func TestDecodeJSONOneReading(t *testing.T) {
+	var n sb.NewTodo
+	require.NoError(t, sb.DecodeJSON([]byte(`{"kind":"k","payload":{"a":[1,2]},"priority":0,"max_attempts":3}`), &n))
+	assert.Equal(t, sb.NewTodo{Kind: "k", Payload: []byte(`{"a":[1,2]}`), MaxAttempts: 3}, n)
+
+	var fr sb.FriendRequest
+	require.NoError(t, sb.DecodeJSON([]byte(`{"from":"a","to":"b","scope":[{"queue":"inbox","verbs":["create_for"]}],"why":"w","pickup":"p","id_token":"t"}`), &fr))
+	assert.Equal(t, "inbox", fr.Scope[0].Queue)
+
+	refused := map[string]string{
+		"twice":              `{"kind":"a","kind":"b"}`,
+		"twice up to case":   `{"kind":"a","Kind":"b"}`,
+		"not exact spelling": `{"KIND":"a"}`,
+		"unknown field":      `{"kind":"a","dedupe_key":"x"}`,
+		"nested twins":       `{"kind":"a","payload":{"x":1,"X":2}}`,
+		"trailing":           `{"kind":"a"} {}`,
+		"invalid utf-8":      "{\"kind\":\"\xff\"}",
+		"both payloads":      `{"kind":"a","payload":{},"payload_base64":"AA=="}`,
+		"deep":               `{"kind":"a","payload":` + strings.Repeat("[", 70) + strings.Repeat("]", 70) + `}`,
+	}
+	for name, doc := range refused {
+		var v sb.NewTodo
+		err := sb.DecodeJSON([]byte(doc), &v)
+		assert.ErrorIs(t, err, sb.ErrInvalidArgument, name)
+	}
+	var fr2 sb.FriendRequest
+	err := sb.DecodeJSON([]byte(`{"from":"a","To":"b"}`), &fr2)
+	require.ErrorIs(t, err, sb.ErrInvalidArgument)
+	assert.Contains(t, err.Error(), `"To"`)
+	err = sb.DecodeJSON([]byte(`{"from":"a","scope":[{"queue":"q","Verbs":["list"]}]}`), &fr2)
+	require.ErrorIs(t, err, sb.ErrInvalidArgument, "nested exact spelling")
+	err = sb.DecodeJSON([]byte(`{"from":"a","id_token":"secret-token-value","extra":"secret-token-value"}`), &fr2)
+	require.ErrorIs(t, err, sb.ErrInvalidArgument)
+	assert.NotContains(t, err.Error(), "secret-token-value")
 }
