@@ -1,0 +1,445 @@
+// Package mcptools serves switchboard's queue verbs as MCP tools, on the
+// official MCP Go SDK: the vended endpoint an agent uses its grant through.
+//
+// The tools are create_for, list_todos, get_todo, claim, heartbeat,
+// complete, fail and release, each with an input JSON schema and structured
+// output. A session lists only the tools whose verb its grant holds on some
+// queue, and every call authenticates the credential again, so a revoked or
+// expired grant fails on the next call of a session that is already open.
+// A refused call is an MCP tool error (IsError) whose text starts with the
+// stable code of switchboard.StatusOf ("not_found: …"); a queue or todo the
+// grant may not address reads exactly like one that does not exist.
+//
+// Over streamable HTTP, Handler puts the SDK's bearer-token middleware,
+// with Verifier, in front of the tools: the agent's switchboard credential
+// is its bearer token. Over stdio or in memory, set Options.Credential.
+//
+// This package is its own module so that the MCP SDK's dependencies reach
+// only programs that serve MCP.
+package mcptools
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/switchboardhq/switchboard"
+)
+
+// Options configure the tools. A nil *Options means the defaults.
+type Options struct {
+	// Implementation is how the server names itself to clients. Default
+	// "switchboard".
+	Implementation *mcp.Implementation
+	// Credential, when set, is the credential every call acts with: for a
+	// session over stdio or in memory. When empty, each call acts with the
+	// bearer credential of its own HTTP request (see Handler and Verifier).
+	Credential switchboard.Credential
+	// MaxWait bounds how long a claim may wait for work. Default 1 minute.
+	MaxWait time.Duration
+	// Stream tunes the streamable HTTP handler that Handler builds; nil
+	// means the SDK's defaults.
+	Stream *mcp.StreamableHTTPOptions
+}
+
+// The tools, each with the verb a grant must hold (on some queue) for the
+// tool to be listed.
+var tools = []struct {
+	name, verb, desc string
+}{
+	{"create_for", string(switchboard.VerbCreateFor), "Hand work to the target persona: create a durable todo in one of its queues. A dedup_key makes the call idempotent."},
+	{"list_todos", string(switchboard.VerbList), "List a queue's todos in creation order (through a friend grant, only the todos that grant created or claimed)."},
+	{"get_todo", string(switchboard.VerbGet), "Read one todo by id."},
+	{"claim", string(switchboard.VerbClaim), "Lease the next ready todo of a queue: highest priority, then oldest. Returns the todo and a lease whose token the lease verbs need."},
+	{"heartbeat", string(switchboard.VerbHeartbeat), "Extend a lease on long work."},
+	{"complete", string(switchboard.VerbComplete), "Finish a leased todo, recording its result."},
+	{"fail", string(switchboard.VerbFail), "Give up on a leased todo; it is retried with backoff until its max attempts, then dead-lettered."},
+	{"release", string(switchboard.VerbRelease), "Hand a leased todo back unfinished, without counting a failure."},
+}
+
+// NewServer returns an MCP server with switchboard's queue tools.
+func NewServer(sb *switchboard.Switchboard, opts *Options) *mcp.Server {
+	o := Options{}
+	if opts != nil {
+		o = *opts
+	}
+	if o.Implementation == nil {
+		o.Implementation = &mcp.Implementation{Name: "switchboard", Version: "1"}
+	}
+	if o.MaxWait <= 0 {
+		o.MaxWait = time.Minute
+	}
+	h := &handlers{sb: sb, o: o}
+	srv := mcp.NewServer(o.Implementation, nil)
+	for _, t := range tools {
+		s := schemas[t.name]
+		srv.AddTool(&mcp.Tool{Name: t.name, Description: t.desc, InputSchema: s[0], OutputSchema: s[1]}, h.tool(t.name))
+	}
+	srv.AddReceivingMiddleware(h.listFilter)
+	return srv
+}
+
+// Handler serves the tools over streamable HTTP behind the SDK's
+// bearer-token middleware with Verifier: a request without a valid
+// credential is answered 401 before it reaches a session.
+func Handler(sb *switchboard.Switchboard, opts *Options) http.Handler {
+	srv := NewServer(sb, opts)
+	var so *mcp.StreamableHTTPOptions
+	if opts != nil {
+		so = opts.Stream
+	}
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, so)
+	return auth.RequireBearerToken(Verifier(sb), nil)(h)
+}
+
+// Verifier authenticates a switchboard credential presented as a bearer
+// token, for auth.RequireBearerToken. The TokenInfo it returns names the
+// grant (UserID, so the SDK binds a session to one grant; Extra "grant",
+// "holder", "target"), lists the verbs the grant holds as Scopes, and has
+// the grant's expiry as Expiration — for a grant that never expires, one
+// hour from now, because the middleware refuses a zero expiration and every
+// request is verified again anyway. A refused credential is
+// auth.ErrInvalidToken (401) with a message that never holds the token.
+func Verifier(sb *switchboard.Switchboard) auth.TokenVerifier {
+	return func(ctx context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
+		g, err := sb.Authenticate(ctx, switchboard.Credential(token))
+		if err != nil {
+			st := switchboard.StatusOf(err)
+			if st.HTTP == http.StatusUnauthorized || st.HTTP == http.StatusBadRequest || st.HTTP == http.StatusNotFound {
+				return nil, fmt.Errorf("%w: the credential is not valid (unknown, revoked or expired)", auth.ErrInvalidToken)
+			}
+			return nil, fmt.Errorf("switchboard: authenticate: %s", st.Code)
+		}
+		exp := g.ExpiresAt
+		if exp.IsZero() {
+			exp = time.Now().Add(time.Hour)
+		}
+		return &auth.TokenInfo{
+			Scopes:     grantVerbs(g),
+			Expiration: exp,
+			UserID:     g.ID,
+			Extra:      map[string]any{"grant": g.ID, "holder": g.Holder, "target": g.Target},
+		}, nil
+	}
+}
+
+func grantVerbs(g switchboard.Grant) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, e := range g.Scope {
+		for _, v := range e.Verbs {
+			if !seen[string(v)] {
+				seen[string(v)] = true
+				out = append(out, string(v))
+			}
+		}
+	}
+	return out
+}
+
+type handlers struct {
+	sb *switchboard.Switchboard
+	o  Options
+}
+
+var errNoCredential = fmt.Errorf("%w: no credential: send it as the bearer token", switchboard.ErrUnauthenticated)
+
+// credential is the credential a call acts with.
+func (h *handlers) credential(extra *mcp.RequestExtra) (switchboard.Credential, error) {
+	if h.o.Credential != "" {
+		return h.o.Credential, nil
+	}
+	if extra == nil || extra.Header == nil {
+		return "", errNoCredential
+	}
+	f := strings.Fields(extra.Header.Get("Authorization"))
+	if len(f) != 2 || !strings.EqualFold(f[0], "bearer") {
+		return "", errNoCredential
+	}
+	return switchboard.Credential(f[1]), nil
+}
+
+// listFilter answers tools/list with the tools whose verb the caller's
+// grant holds now.
+func (h *handlers) listFilter(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		res, err := next(ctx, method, req)
+		if err != nil || method != "tools/list" {
+			return res, err
+		}
+		lr, ok := res.(*mcp.ListToolsResult)
+		if !ok {
+			return res, nil
+		}
+		cred, err := h.credential(req.GetExtra())
+		if err != nil {
+			return nil, err
+		}
+		g, err := h.sb.Authenticate(ctx, cred)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", switchboard.StatusOf(err).Code, err)
+		}
+		held := map[string]bool{}
+		for _, v := range grantVerbs(g) {
+			held[v] = true
+		}
+		verb := map[string]string{}
+		for _, t := range tools {
+			verb[t.name] = t.verb
+		}
+		kept := lr.Tools[:0:0]
+		for _, t := range lr.Tools {
+			if held[verb[t.Name]] {
+				kept = append(kept, t)
+			}
+		}
+		out := *lr
+		out.Tools = kept
+		return &out, nil
+	}
+}
+
+// tool returns the handler of one tool: decode the arguments strictly,
+// call switchboard with the request's credential, and answer structured
+// output or a tool error.
+func (h *handlers) tool(name string) mcp.ToolHandler {
+	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		cred, err := h.credential(req.Extra)
+		if err != nil {
+			return toolError(err), nil
+		}
+		args := []byte(req.Params.Arguments)
+		if len(args) == 0 {
+			args = []byte("{}")
+		}
+		out, err := h.call(ctx, name, cred, args)
+		if err != nil {
+			return toolError(err), nil
+		}
+		b, err := json.Marshal(out)
+		if err != nil {
+			return nil, fmt.Errorf("mcptools: %s: encoding the result: %w", name, err)
+		}
+		return &mcp.CallToolResult{
+			Content:           []mcp.Content{&mcp.TextContent{Text: string(b)}},
+			StructuredContent: json.RawMessage(b),
+		}, nil
+	}
+}
+
+// toolError is a refused call as an MCP tool error: the stable code, then
+// the message (which never holds a secret), then when a retry can succeed.
+func toolError(err error) *mcp.CallToolResult {
+	st := switchboard.StatusOf(err)
+	msg := st.Code + ": " + err.Error()
+	if !st.RetryAt.IsZero() {
+		msg += " (retry after " + st.RetryAt.UTC().Format(time.RFC3339) + ")"
+	}
+	r := &mcp.CallToolResult{}
+	r.SetError(errors.New(msg))
+	return r
+}
+
+type leaseArgs struct {
+	Todo  string `json:"todo"`
+	Token string `json:"token"`
+}
+
+func (a leaseArgs) lease() switchboard.Lease {
+	return switchboard.Lease{TodoID: a.Todo, Token: a.Token}
+}
+
+type okResult struct {
+	OK bool `json:"ok"`
+}
+
+func (h *handlers) call(ctx context.Context, name string, cred switchboard.Credential, args []byte) (any, error) {
+	sb := h.sb
+	switch name {
+	case "create_for":
+		queue, rest, err := splitQueue(args)
+		if err != nil {
+			return nil, err
+		}
+		var n switchboard.NewTodo
+		if err := switchboard.DecodeJSON(rest, &n); err != nil {
+			return nil, err
+		}
+		t, created, err := sb.CreateFor(ctx, cred, queue, n)
+		if err != nil {
+			return nil, err
+		}
+		return struct {
+			Todo    switchboard.Todo `json:"todo"`
+			Created bool             `json:"created"`
+		}{t, created}, nil
+	case "list_todos":
+		var a struct {
+			Queue string `json:"queue"`
+			switchboard.ListOptions
+		}
+		if err := switchboard.DecodeJSON(args, &a); err != nil {
+			return nil, err
+		}
+		todos, err := sb.List(ctx, cred, a.Queue, &a.ListOptions)
+		if err != nil {
+			return nil, err
+		}
+		limit := a.Limit
+		if limit == 0 {
+			limit = 100
+		}
+		res := struct {
+			Todos     []switchboard.Todo `json:"todos"`
+			NextAfter string             `json:"next_after,omitempty"`
+		}{Todos: todos}
+		if res.Todos == nil {
+			res.Todos = []switchboard.Todo{}
+		}
+		if len(todos) == limit {
+			res.NextAfter = todos[len(todos)-1].ID
+		}
+		return res, nil
+	case "get_todo":
+		var a struct {
+			ID string `json:"id"`
+		}
+		if err := switchboard.DecodeJSON(args, &a); err != nil {
+			return nil, err
+		}
+		t, err := sb.Get(ctx, cred, a.ID)
+		if err != nil {
+			return nil, err
+		}
+		return struct {
+			Todo switchboard.Todo `json:"todo"`
+		}{t}, nil
+	case "claim":
+		var a struct {
+			Queue string `json:"queue"`
+			Lease string `json:"lease,omitempty"`
+			Wait  string `json:"wait,omitempty"`
+		}
+		if err := switchboard.DecodeJSON(args, &a); err != nil {
+			return nil, err
+		}
+		lease, err := duration("lease", a.Lease)
+		if err != nil {
+			return nil, err
+		}
+		wait, err := duration("wait", a.Wait)
+		if err != nil {
+			return nil, err
+		}
+		if wait > h.o.MaxWait {
+			return nil, fmt.Errorf("%w: wait is at most %s", switchboard.ErrInvalidArgument, h.o.MaxWait)
+		}
+		cctx := ctx
+		if wait > 0 {
+			var cancel context.CancelFunc
+			cctx, cancel = context.WithTimeout(ctx, wait)
+			defer cancel()
+		}
+		t, l, err := sb.Claim(cctx, cred, a.Queue, &switchboard.ClaimOptions{Lease: lease, Wait: wait > 0})
+		type claimed struct {
+			Todo  *switchboard.Todo  `json:"todo,omitempty"`
+			Lease *switchboard.Lease `json:"lease,omitempty"`
+			Empty bool               `json:"empty"`
+		}
+		switch {
+		case errors.Is(err, switchboard.ErrQueueEmpty),
+			wait > 0 && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded):
+			return claimed{Empty: true}, nil
+		case err != nil:
+			return nil, err
+		}
+		return claimed{Todo: &t, Lease: &l}, nil
+	case "heartbeat":
+		var a struct {
+			leaseArgs
+			Extend string `json:"extend,omitempty"`
+		}
+		if err := switchboard.DecodeJSON(args, &a); err != nil {
+			return nil, err
+		}
+		d, err := duration("extend", a.Extend)
+		if err != nil {
+			return nil, err
+		}
+		l, err := sb.Heartbeat(ctx, cred, a.lease(), d)
+		if err != nil {
+			return nil, err
+		}
+		return struct {
+			Lease switchboard.Lease `json:"lease"`
+		}{l}, nil
+	case "complete":
+		var a struct {
+			leaseArgs
+			Result       json.RawMessage `json:"result,omitempty"`
+			ResultBase64 []byte          `json:"result_base64,omitempty"`
+		}
+		if err := switchboard.DecodeJSON(args, &a); err != nil {
+			return nil, err
+		}
+		if len(a.Result) > 0 && len(a.ResultBase64) > 0 {
+			return nil, fmt.Errorf("%w: both result and result_base64 are set", switchboard.ErrInvalidArgument)
+		}
+		result := a.ResultBase64
+		if len(a.Result) > 0 && string(a.Result) != "null" {
+			result = a.Result
+		}
+		return okResult{true}, sb.Complete(ctx, cred, a.lease(), result)
+	case "fail":
+		var a struct {
+			leaseArgs
+			Reason string `json:"reason,omitempty"`
+		}
+		if err := switchboard.DecodeJSON(args, &a); err != nil {
+			return nil, err
+		}
+		return okResult{true}, sb.Fail(ctx, cred, a.lease(), a.Reason)
+	case "release":
+		var a leaseArgs
+		if err := switchboard.DecodeJSON(args, &a); err != nil {
+			return nil, err
+		}
+		return okResult{true}, sb.Release(ctx, cred, a.lease())
+	}
+	return nil, fmt.Errorf("%w: unknown tool %q", switchboard.ErrNotFound, name)
+}
+
+// splitQueue takes "queue" out of create_for's arguments, leaving a NewTodo.
+func splitQueue(args []byte) (string, []byte, error) {
+	var m map[string]json.RawMessage
+	if err := switchboard.DecodeJSON(args, &m); err != nil {
+		return "", nil, err
+	}
+	var queue string
+	if raw, ok := m["queue"]; !ok {
+		return "", nil, fmt.Errorf("%w: queue is required", switchboard.ErrInvalidArgument)
+	} else if err := json.Unmarshal(raw, &queue); err != nil {
+		return "", nil, fmt.Errorf("%w: queue is a string", switchboard.ErrInvalidArgument)
+	}
+	delete(m, "queue")
+	rest, err := json.Marshal(m)
+	return queue, rest, err
+}
+
+func duration(name, s string) (time.Duration, error) {
+	if s == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("%w: %s is a Go duration such as \"5m\"", switchboard.ErrInvalidArgument, name)
+	}
+	return d, nil
+}

@@ -1,0 +1,257 @@
+package mcptools_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchboardhq/switchboard"
+	"github.com/switchboardhq/switchboard/mcptools"
+	"github.com/switchboardhq/switchboard/switchboardtest"
+)
+
+var inbox = switchboard.Scope{{Queue: "inbox", Verbs: []switchboard.Verb{switchboard.VerbCreateFor, switchboard.VerbGet, switchboard.VerbList}}}
+
+// bearer adds the credential to every request, as an agent's MCP client does.
+type bearer struct {
+	cred string
+	rt   http.RoundTripper
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.cred)
+	return b.rt.RoundTrip(r)
+}
+
+// connect opens an MCP session over streamable HTTP with the SDK's client.
+func connect(t *testing.T, url string, cred switchboard.Credential) *mcp.ClientSession {
+	t.Helper()
+	c := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1"}, nil)
+	s, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{
+		Endpoint:   url,
+		HTTPClient: &http.Client{Transport: bearer{string(cred), http.DefaultTransport}},
+		MaxRetries: -1,
+	}, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func toolNames(t *testing.T, s *mcp.ClientSession) []string {
+	t.Helper()
+	res, err := s.ListTools(context.Background(), nil)
+	require.NoError(t, err)
+	var names []string
+	for _, tl := range res.Tools {
+		names = append(names, tl.Name)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// call calls a tool and returns its structured output, checked against the
+// tool's own output schema, or the tool error's text.
+func call(t *testing.T, s *mcp.ClientSession, name string, args any) (map[string]any, string) {
+	t.Helper()
+	res, err := s.CallTool(context.Background(), &mcp.CallToolParams{Name: name, Arguments: args})
+	require.NoError(t, err)
+	if res.IsError {
+		require.Len(t, res.Content, 1)
+		return nil, res.Content[0].(*mcp.TextContent).Text
+	}
+	b, err := json.Marshal(res.StructuredContent)
+	require.NoError(t, err)
+	var out map[string]any
+	require.NoError(t, json.Unmarshal(b, &out))
+	tools, err := s.ListTools(context.Background(), nil)
+	require.NoError(t, err)
+	for _, tl := range tools.Tools {
+		if tl.Name == name {
+			sb, _ := json.Marshal(tl.OutputSchema)
+			var sch jsonschema.Schema
+			require.NoError(t, json.Unmarshal(sb, &sch))
+			rs, err := sch.Resolve(nil)
+			require.NoError(t, err)
+			require.NoError(t, rs.Validate(out), "output of %s fits its schema", name)
+		}
+	}
+	return out, ""
+}
+
+func TestToolsOverStreamableHTTP(t *testing.T) {
+	k := switchboardtest.NewKit(t, nil)
+	k.Publish("alice", "alice-bot")
+	k.Publish("bob", "bob-desk")
+	grant, cred := k.Friend("alice-bot", "bob-desk", inbox)
+	srv := httptest.NewServer(mcptools.Handler(k.SB, nil))
+	t.Cleanup(srv.Close) // after the sessions close (cleanups run last first)
+
+	s := connect(t, srv.URL, cred)
+	assert.Equal(t, []string{"create_for", "get_todo", "list_todos"}, toolNames(t, s), "only the granted verbs")
+
+	out, errText := call(t, s, "create_for", map[string]any{"queue": "inbox", "kind": "invoice.pay", "payload": map[string]any{"n": 118}, "dedup_key": "inv-118"})
+	require.Empty(t, errText)
+	assert.Equal(t, true, out["created"])
+	td := out["todo"].(map[string]any)
+	assert.Equal(t, map[string]any{"n": float64(118)}, td["payload"])
+	id := td["id"].(string)
+
+	out, _ = call(t, s, "create_for", map[string]any{"queue": "inbox", "kind": "invoice.pay", "dedup_key": "inv-118"})
+	assert.Equal(t, false, out["created"], "dedup through the tool")
+	assert.Equal(t, id, out["todo"].(map[string]any)["id"])
+
+	out, _ = call(t, s, "get_todo", map[string]any{"id": id})
+	assert.Equal(t, "queued", out["todo"].(map[string]any)["state"])
+	out, _ = call(t, s, "list_todos", map[string]any{"queue": "inbox"})
+	assert.Len(t, out["todos"], 1)
+
+	// The worker's todo lands where bob's own worker sees it.
+	w := k.Worker("bob-desk", "inbox")
+	got, err := k.SB.Get(context.Background(), w, id)
+	require.NoError(t, err)
+	assert.Equal(t, grant.ID, got.Origin.Grant)
+
+	// Refusals are tool errors; out-of-scope reads like absent.
+	_, e1 := call(t, s, "create_for", map[string]any{"queue": "secret-queue", "kind": "k"})
+	_, e2 := call(t, s, "create_for", map[string]any{"queue": "no-such-queue", "kind": "k"})
+	assert.True(t, strings.HasPrefix(e1, "not_found: "), e1)
+	assert.Equal(t, e1, strings.ReplaceAll(e2, "no-such-queue", "secret-queue"))
+	_, e3 := call(t, s, "get_todo", map[string]any{"id": "todo_doesnotexist"})
+	assert.True(t, strings.HasPrefix(e3, "not_found: "), e3)
+	_, e4 := call(t, s, "create_for", map[string]any{"queue": "inbox", "kind": "k", "KIND": "x"})
+	assert.True(t, strings.HasPrefix(e4, "invalid_argument: "), e4)
+	_, e5 := call(t, s, "claim", map[string]any{"queue": "inbox"})
+	assert.True(t, strings.HasPrefix(e5, "forbidden: "), "a verb the grant does not hold on a queue it has: %s", e5)
+
+	// Revocation takes effect on the next call of the open session.
+	require.NoError(t, k.SB.Revoke(context.Background(), k.Human("bob"), grant.ID))
+	res, err := s.CallTool(context.Background(), &mcp.CallToolParams{Name: "get_todo", Arguments: map[string]any{"id": id}})
+	if err == nil {
+		assert.True(t, res.IsError)
+	}
+	// A new session with the revoked credential is refused at the door.
+	c := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1"}, nil)
+	_, err = c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: srv.URL,
+		HTTPClient: &http.Client{Transport: bearer{string(cred), http.DefaultTransport}}, MaxRetries: -1}, nil)
+	require.Error(t, err)
+}
+
+// The drain verbs through a vended credential: claim, heartbeat, complete,
+// fail, release, and an empty claim that waits.
+func TestDrainTools(t *testing.T) {
+	k := switchboardtest.NewKit(t, nil)
+	k.Publish("bob", "bob-desk")
+	w := k.Worker("bob-desk", "inbox")
+	srv := httptest.NewServer(mcptools.Handler(k.SB, &mcptools.Options{MaxWait: 2 * time.Second}))
+	t.Cleanup(srv.Close) // after the sessions close (cleanups run last first)
+	s := connect(t, srv.URL, w)
+	assert.Equal(t, []string{"claim", "complete", "create_for", "fail", "get_todo", "heartbeat", "list_todos", "release"}, toolNames(t, s))
+
+	out, _ := call(t, s, "claim", map[string]any{"queue": "inbox"})
+	assert.Equal(t, map[string]any{"empty": true}, out)
+	start := time.Now()
+	out, _ = call(t, s, "claim", map[string]any{"queue": "inbox", "wait": "100ms"})
+	assert.Equal(t, true, out["empty"])
+	assert.GreaterOrEqual(t, time.Since(start), 100*time.Millisecond)
+	_, e := call(t, s, "claim", map[string]any{"queue": "inbox", "wait": "1h"})
+	assert.True(t, strings.HasPrefix(e, "invalid_argument: "), e)
+
+	for _, kind := range []string{"a", "b", "c"} {
+		_, e := call(t, s, "create_for", map[string]any{"queue": "inbox", "kind": kind, "payload_base64": "AP8="})
+		require.Empty(t, e)
+	}
+	claim := func() (string, string) {
+		out, e := call(t, s, "claim", map[string]any{"queue": "inbox", "lease": "1m"})
+		require.Empty(t, e)
+		l := out["lease"].(map[string]any)
+		assert.Equal(t, "AP8=", out["todo"].(map[string]any)["payload_base64"])
+		return l["todo"].(string), l["token"].(string)
+	}
+	id, tok := claim()
+	out, e = call(t, s, "heartbeat", map[string]any{"todo": id, "token": tok, "extend": "2m"})
+	require.Empty(t, e)
+	assert.Equal(t, id, out["lease"].(map[string]any)["todo"])
+	out, e = call(t, s, "complete", map[string]any{"todo": id, "token": tok, "result": map[string]any{"paid": true}})
+	require.Empty(t, e)
+	assert.Equal(t, map[string]any{"ok": true}, out)
+	_, e = call(t, s, "complete", map[string]any{"todo": id, "token": tok})
+	assert.True(t, strings.HasPrefix(e, "lease_lost: ") || strings.HasPrefix(e, "invalid_transition: "), e)
+	got, err := k.SB.Get(context.Background(), w, id)
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"paid":true}`, string(got.Result))
+
+	id, tok = claim()
+	_, e = call(t, s, "fail", map[string]any{"todo": id, "token": tok, "reason": "upstream down"})
+	require.Empty(t, e)
+	got, _ = k.SB.Get(context.Background(), w, id)
+	assert.Equal(t, switchboard.TodoQueued, got.State)
+	assert.Equal(t, "upstream down", got.Error)
+
+	id, tok = claim()
+	_, e = call(t, s, "release", map[string]any{"todo": id, "token": "wrong"})
+	assert.True(t, strings.HasPrefix(e, "lease_lost: "), e)
+	_, e = call(t, s, "release", map[string]any{"todo": id, "token": tok})
+	require.Empty(t, e)
+}
+
+// Over an in-memory transport the credential is fixed by Options.
+func TestToolsWithFixedCredential(t *testing.T) {
+	k := switchboardtest.NewKit(t, nil)
+	k.Publish("alice", "alice-bot")
+	k.Publish("bob", "bob-desk")
+	_, cred := k.Friend("alice-bot", "bob-desk", switchboard.Scope{{Queue: "inbox", Verbs: []switchboard.Verb{switchboard.VerbCreateFor}}})
+	srv := mcptools.NewServer(k.SB, &mcptools.Options{Credential: cred})
+	ct, st := mcp.NewInMemoryTransports()
+	ss, err := srv.Connect(context.Background(), st, nil)
+	require.NoError(t, err)
+	defer ss.Close()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "agent"}, nil).Connect(context.Background(), ct, nil)
+	require.NoError(t, err)
+	defer cs.Close()
+	assert.Equal(t, []string{"create_for"}, toolNames(t, cs))
+	out, e := call(t, cs, "create_for", map[string]any{"queue": "inbox", "kind": "k"})
+	require.Empty(t, e)
+	assert.Equal(t, true, out["created"])
+}
+
+// The bearer verifier: no token, a malformed one and an unknown one are all
+// 401 without the token in the answer; a grant without expiry works.
+func TestVerifier(t *testing.T) {
+	k := switchboardtest.NewKit(t, nil)
+	k.Publish("bob", "bob-desk")
+	w := k.Worker("bob-desk", "inbox")
+	srv := httptest.NewServer(mcptools.Handler(k.SB, nil))
+	t.Cleanup(srv.Close) // after the sessions close (cleanups run last first)
+	for name, authz := range map[string]string{"none": "", "not bearer": "Basic eDp5", "malformed": "Bearer abc", "unknown": "Bearer " + string(w) + "x"} {
+		req, _ := http.NewRequest("POST", srv.URL, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if authz != "" {
+			req.Header.Set("Authorization", authz)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		var body bytes.Buffer
+		_, _ = body.ReadFrom(resp.Body)
+		resp.Body.Close()
+		assert.Equal(t, http.StatusUnauthorized, resp.StatusCode, name)
+		assert.NotContains(t, body.String(), string(w), name)
+	}
+	info, err := mcptools.Verifier(k.SB)(context.Background(), string(w), nil)
+	require.NoError(t, err)
+	assert.True(t, info.Expiration.After(time.Now()), "a grant without expiry is accepted by the middleware")
+	assert.Contains(t, info.Scopes, "claim")
+	assert.NotContains(t, info.UserID, string(w))
+}

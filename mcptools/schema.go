@@ -1,0 +1,127 @@
+// The JSON schemas of the tools' inputs and outputs, written out so they
+// say exactly what the wire carries (payloads as JSON, durations as Go
+// duration strings), which a schema inferred from the Go types would not.
+
+package mcptools
+
+import "github.com/google/jsonschema-go/jsonschema"
+
+func str(desc string) *jsonschema.Schema {
+	return &jsonschema.Schema{Type: "string", Description: desc}
+}
+func integer(desc string) *jsonschema.Schema {
+	return &jsonschema.Schema{Type: "integer", Description: desc}
+}
+func boolean(desc string) *jsonschema.Schema {
+	return &jsonschema.Schema{Type: "boolean", Description: desc}
+}
+func anyJSON(desc string) *jsonschema.Schema { return &jsonschema.Schema{Description: desc} }
+func timestamp(desc string) *jsonschema.Schema {
+	return &jsonschema.Schema{Type: "string", Format: "date-time", Description: desc}
+}
+
+// input is a closed object: unknown arguments are refused.
+func input(props map[string]*jsonschema.Schema, required ...string) *jsonschema.Schema {
+	return &jsonschema.Schema{Type: "object", Properties: props, Required: required, AdditionalProperties: &jsonschema.Schema{Not: &jsonschema.Schema{}}}
+}
+
+// output is an open object: a newer switchboard may add fields.
+func output(props map[string]*jsonschema.Schema, required ...string) *jsonschema.Schema {
+	return &jsonschema.Schema{Type: "object", Properties: props, Required: required}
+}
+
+func lease() *jsonschema.Schema {
+	return output(map[string]*jsonschema.Schema{
+		"todo":       str("the leased todo's id"),
+		"token":      str("the fencing token: pass it with todo to heartbeat, complete, fail and release"),
+		"attempt":    integer("which attempt this claim is, from 1"),
+		"expires_at": timestamp("when the lease lapses unless heartbeated"),
+	}, "todo", "token")
+}
+
+func todo() *jsonschema.Schema {
+	return output(map[string]*jsonschema.Schema{
+		"id":               str("the todo's id"),
+		"queue":            str("its queue"),
+		"kind":             str("what sort of work"),
+		"title":            str("a line for humans"),
+		"payload":          anyJSON("the payload, when it is JSON"),
+		"payload_base64":   str("the payload, when it is not JSON"),
+		"priority":         integer("higher is claimed first"),
+		"dedup_key":        str("the creator's dedup key"),
+		"state":            &jsonschema.Schema{Type: "string", Enum: []any{"queued", "leased", "done", "dead", "cancelled"}},
+		"attempts":         integer("claims so far"),
+		"max_attempts":     integer("attempts before it is dead-lettered"),
+		"available_at":     timestamp("not claimable before"),
+		"lease_expires_at": timestamp("when the current lease lapses"),
+		"origin":           output(map[string]*jsonschema.Schema{"agent": str("the creating agent"), "grant": str("the grant it used"), "edge": str("the friend edge")}),
+		"result":           anyJSON("what complete recorded, when it is JSON"),
+		"result_base64":    str("what complete recorded, when it is not JSON"),
+		"error":            str("the last failure's reason"),
+		"history":          &jsonschema.Schema{Type: "array", Items: output(nil)},
+		"created_at":       timestamp(""),
+		"updated_at":       timestamp(""),
+		"ended_at":         timestamp(""),
+	}, "id", "queue", "kind", "state")
+}
+
+var (
+	todoRef  = map[string]*jsonschema.Schema{"todo": str("the leased todo's id"), "token": str("the lease's fencing token")}
+	okOutput = output(map[string]*jsonschema.Schema{"ok": boolean("true when the call took effect")}, "ok")
+)
+
+func withLease(extra map[string]*jsonschema.Schema) map[string]*jsonschema.Schema {
+	m := map[string]*jsonschema.Schema{}
+	for k, v := range todoRef {
+		m[k] = v
+	}
+	for k, v := range extra {
+		m[k] = v
+	}
+	return m
+}
+
+var schemas = map[string][2]*jsonschema.Schema{
+	"create_for": {input(map[string]*jsonschema.Schema{
+		"queue":          str("the target persona's queue, as the grant names it"),
+		"kind":           str("what sort of work, e.g. invoice.review"),
+		"title":          str("a line for humans"),
+		"payload":        anyJSON("the work's input, as JSON"),
+		"payload_base64": str("the work's input as base64 bytes, when it is not JSON (not with payload)"),
+		"priority":       integer("higher is claimed first; within ±1,000,000"),
+		"dedup_key":      str("makes the call idempotent: the same key returns the same todo"),
+		"not_before":     timestamp("delay the todo until this time"),
+		"max_attempts":   integer("attempts before the todo is dead-lettered"),
+	}, "queue", "kind"), output(map[string]*jsonschema.Schema{
+		"todo":    todo(),
+		"created": boolean("false when the dedup key returned an existing todo"),
+	}, "todo", "created")},
+	"list_todos": {input(map[string]*jsonschema.Schema{
+		"queue": str("the queue"),
+		"state": &jsonschema.Schema{Type: "string", Enum: []any{"queued", "leased", "done", "dead", "cancelled"}, Description: "only todos in this state"},
+		"after": str("continue after this todo id (next_after of the previous page)"),
+		"limit": integer("at most this many (default 100, at most 1000)"),
+	}, "queue"), output(map[string]*jsonschema.Schema{
+		"todos":      &jsonschema.Schema{Type: "array", Items: todo()},
+		"next_after": str("pass as after for the next page; empty on the last page"),
+	}, "todos")},
+	"get_todo": {input(map[string]*jsonschema.Schema{"id": str("the todo's id")}, "id"),
+		output(map[string]*jsonschema.Schema{"todo": todo()}, "todo")},
+	"claim": {input(map[string]*jsonschema.Schema{
+		"queue": str("the queue"),
+		"lease": str(`lease length as a Go duration ("5m"); default the grant's`),
+		"wait":  str(`wait this long for work when none is ready ("30s", at most the server's limit); default no wait`),
+	}, "queue"), output(map[string]*jsonschema.Schema{
+		"todo":  todo(),
+		"lease": lease(),
+		"empty": boolean("true when no todo was ready; todo and lease are then absent"),
+	}, "empty")},
+	"heartbeat": {input(withLease(map[string]*jsonschema.Schema{"extend": str(`new lease length from now, as a Go duration; default the claim's`)}), "todo", "token"),
+		output(map[string]*jsonschema.Schema{"lease": lease()}, "lease")},
+	"complete": {input(withLease(map[string]*jsonschema.Schema{
+		"result":        anyJSON("the outcome, as JSON"),
+		"result_base64": str("the outcome as base64 bytes, when it is not JSON (not with result)"),
+	}), "todo", "token"), okOutput},
+	"fail":    {input(withLease(map[string]*jsonschema.Schema{"reason": str("why it failed; it is retried with backoff until max attempts")}), "todo", "token"), okOutput},
+	"release": {input(todoRef, "todo", "token"), okOutput},
+}
