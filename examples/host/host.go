@@ -1,0 +1,472 @@
+// The host: every HTTP route a switchboard deployment needs, on net/http's
+// standard routing.
+
+package main
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/switchboardhq/switchboard"
+	"github.com/switchboardhq/switchboard/agentcard"
+	"github.com/switchboardhq/switchboard/mcptools"
+	"github.com/switchboardhq/switchboard/store"
+)
+
+// maxBody bounds every request body; a card is at most 256 KiB.
+const maxBody = 512 << 10
+
+// hostConfig is what newHost needs.
+type hostConfig struct {
+	SB    *switchboard.Switchboard
+	Store store.Store // the store SB runs on: cards are served from its local directory only
+	// Primary, if set, is the persona served at /.well-known/agent-card.json
+	// itself, where a remote directory that allow-lists this origin looks.
+	Primary string
+	Logger  *slog.Logger
+	// SessionTTL is how long a human stays signed in. Default 12 hours.
+	SessionTTL time.Duration
+}
+
+type host struct {
+	cfg   hostConfig
+	local switchboard.Directory
+
+	mu       sync.Mutex
+	logins   map[string]login   // sha256(login id) → the nonce the login must carry
+	sessions map[string]session // sha256(session token) → the signed-in human
+}
+
+type login struct {
+	nonce   string
+	expires time.Time
+}
+
+type session struct {
+	human   switchboard.Human
+	expires time.Time
+}
+
+func newHost(cfg hostConfig) http.Handler {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.SessionTTL == 0 {
+		cfg.SessionTTL = 12 * time.Hour
+	}
+	h := &host{cfg: cfg, local: switchboard.NewLocalDirectory(cfg.Store), logins: map[string]login{}, sessions: map[string]session{}}
+	mux := http.NewServeMux()
+	// Discovery: cards of this host's own discoverable personas.
+	mux.HandleFunc("GET /.well-known/agent-card.json", h.primaryCard)
+	mux.HandleFunc("GET /agents/{id}/.well-known/agent-card.json", h.card)
+	// The requesting agent: send a friend request, collect the credential.
+	mux.HandleFunc("POST /agents/{id}/friend-requests", h.friendRequest)
+	mux.HandleFunc("POST /edges/{id}/collect", h.collect)
+	// Humans: sign in, publish personas, decide approvals.
+	mux.HandleFunc("POST /login/start", h.loginStart)
+	mux.HandleFunc("POST /login", h.login)
+	mux.HandleFunc("POST /logout", h.human(h.logout))
+	mux.HandleFunc("PUT /me/personas/{id}", h.human(h.publish))
+	mux.HandleFunc("GET /me/approvals", h.human(h.approvals))
+	mux.HandleFunc("POST /me/edges/{id}/approve", h.human(h.approve))
+	mux.HandleFunc("POST /me/edges/{id}/deny", h.human(h.deny))
+	mux.HandleFunc("POST /me/grants/{id}/revoke", h.human(h.revoke))
+	mux.HandleFunc("POST /me/blocks", h.human(h.block))
+	// Agents with a credential: the queue verbs over MCP.
+	mux.Handle("/mcp", mcptools.Handler(cfg.SB, nil))
+	return mux
+}
+
+// ---- answers
+
+type apiError struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// fail answers err with its switchboard status and code. Messages from
+// switchboard never hold secrets.
+func (h *host) fail(w http.ResponseWriter, r *http.Request, err error) {
+	st := switchboard.StatusOf(err)
+	if st.HTTP == http.StatusNoContent {
+		w.WriteHeader(st.HTTP)
+		return
+	}
+	if !st.RetryAt.IsZero() {
+		secs := int(time.Until(st.RetryAt).Seconds()) + 1
+		w.Header().Set("Retry-After", fmt.Sprint(max(secs, 1)))
+	}
+	if st.HTTP >= 500 {
+		h.cfg.Logger.Error("request failed", "method", r.Method, "path", r.URL.Path, "code", st.Code, "err", err)
+	}
+	writeJSON(w, st.HTTP, map[string]apiError{"error": {Code: st.Code, Message: err.Error()}})
+}
+
+func (h *host) failCode(w http.ResponseWriter, status int, code, msg string) {
+	writeJSON(w, status, map[string]apiError{"error": {Code: code, Message: msg}})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// read decodes a JSON body into v: bounded, application/json only (which
+// also keeps cross-site forms out of the cookie-authenticated routes), and
+// through switchboard.DecodeJSON, the one strict reading.
+func (h *host) read(w http.ResponseWriter, r *http.Request, v any) bool {
+	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "application/json" {
+		h.failCode(w, http.StatusUnsupportedMediaType, "unsupported_media_type", "send Content-Type: application/json")
+		return false
+	}
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		h.failCode(w, http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("the body is over %d bytes", maxBody))
+		return false
+	}
+	if err != nil {
+		h.failCode(w, http.StatusBadRequest, "invalid_argument", "the body could not be read")
+		return false
+	}
+	if err := switchboard.DecodeJSON(b, v); err != nil {
+		h.fail(w, r, err)
+		return false
+	}
+	return true
+}
+
+// ---- cards
+
+func (h *host) primaryCard(w http.ResponseWriter, r *http.Request) {
+	if h.cfg.Primary == "" {
+		h.failCode(w, http.StatusNotFound, "not_found", "not found: agent")
+		return
+	}
+	h.serveCard(w, r, h.cfg.Primary)
+}
+
+func (h *host) card(w http.ResponseWriter, r *http.Request) { h.serveCard(w, r, r.PathValue("id")) }
+
+// serveCard serves a persona's card from this store's own directory —
+// never another origin's card a remote directory fetched — with caching
+// headers; If-None-Match with the current ETag is 304.
+func (h *host) serveCard(w http.ResponseWriter, r *http.Request, id string) {
+	l, err := h.local.Lookup(r.Context(), id)
+	if err != nil {
+		h.fail(w, r, err) // unknown and undiscoverable are the same 404
+		return
+	}
+	body, err := json.Marshal(l.Card)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	sum := sha256.Sum256(body)
+	etag := `"` + hex.EncodeToString(sum[:16]) + `"`
+	w.Header().Set("Cache-Control", "public, max-age=300")
+	w.Header().Set("ETag", etag)
+	for _, t := range strings.Split(r.Header.Get("If-None-Match"), ",") {
+		if t = strings.TrimSpace(t); t == etag || t == "W/"+etag || t == "*" {
+			w.WriteHeader(http.StatusNotModified)
+			return
+		}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(body)
+}
+
+// ---- the requesting agent
+
+// friendRequestBody is a switchboard.FriendRequest; an agent of another
+// host (a "guest", see guest) adds its own card.
+type friendRequestBody struct {
+	switchboard.FriendRequest
+	FromCard json.RawMessage `json:"from_card,omitempty"`
+}
+
+func (h *host) friendRequest(w http.ResponseWriter, r *http.Request) {
+	var body friendRequestBody
+	if !h.read(w, r, &body) {
+		return
+	}
+	req := body.FriendRequest
+	if req.To == "" {
+		req.To = r.PathValue("id")
+	} else if req.To != r.PathValue("id") {
+		h.failCode(w, http.StatusBadRequest, "invalid_argument", "invalid argument: to does not name the persona of this URL")
+		return
+	}
+	if strings.Contains(req.From, "@") {
+		if err := h.guest(r, req, body.FromCard); err != nil {
+			h.fail(w, r, err)
+			return
+		}
+	} else if len(body.FromCard) > 0 {
+		h.failCode(w, http.StatusBadRequest, "invalid_argument", "invalid argument: from_card is only for agents of other hosts (from = agent@issuer-host)")
+		return
+	}
+	edge, created, err := h.cfg.SB.Request(r.Context(), req)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+	}
+	writeJSON(w, status, map[string]any{"edge": edge, "created": created})
+}
+
+// guest registers an agent of another host so its friend request can be
+// checked like a local one. Its id is "name@issuer-host", where issuer-host
+// is the host of the OIDC issuer that signs its human in: a guest id is
+// owned by the first human of that issuer to use it, and no local persona
+// has an '@'. The ID token is verified here against the request's nonce
+// without being spent; Request then verifies and spends it. The guest is
+// published undiscoverable, with the card the request carries.
+func (h *host) guest(r *http.Request, req switchboard.FriendRequest, rawCard json.RawMessage) error {
+	prov, err := h.cfg.SB.VerifyHuman(r.Context(), req.IDToken, switchboard.RequestNonce(req))
+	if err != nil {
+		return err
+	}
+	u, err := url.Parse(prov.Issuer)
+	if err != nil || !strings.HasSuffix(req.From, "@"+u.Host) || strings.Count(req.From, "@") != 1 {
+		return fmt.Errorf("%w: an agent of another host is named name@%s after its issuer", switchboard.ErrInvalidArgument, u.Host)
+	}
+	if len(rawCard) == 0 {
+		return fmt.Errorf("%w: an agent of another host sends its card as from_card", switchboard.ErrInvalidArgument)
+	}
+	card, err := agentcard.Parse(rawCard)
+	if err != nil {
+		return fmt.Errorf("%w: from_card: %w", switchboard.ErrInvalidArgument, err)
+	}
+	_, err = h.cfg.SB.Publish(r.Context(), switchboard.Persona{ID: req.From, Owner: prov.Human(), Card: card, Discoverable: false})
+	if errors.Is(err, switchboard.ErrConflict) {
+		return fmt.Errorf("%w: the verified human does not own agent %q", switchboard.ErrForbidden, req.From)
+	}
+	return err
+}
+
+func (h *host) collect(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		Secret string `json:"secret"`
+	}
+	if !h.read(w, r, &body) {
+		return
+	}
+	g, cred, err := h.cfg.SB.Collect(r.Context(), r.PathValue("id"), body.Secret)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	writeJSON(w, http.StatusOK, map[string]any{"grant": g, "credential": cred, "mcp": "/mcp"})
+}
+
+// ---- humans
+
+func randomToken() string {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func hashKey(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
+}
+
+func setCookie(w http.ResponseWriter, r *http.Request, name, value string, ttl time.Duration) {
+	http.SetCookie(w, &http.Cookie{Name: name, Value: value, Path: "/", MaxAge: int(ttl.Seconds()),
+		HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
+}
+
+// loginStart begins a sign-in: a fresh nonce the host's OIDC login must
+// carry (pass it to the identity provider's authorization request), bound
+// to this browser by a cookie. The host keeps only the cookie's hash.
+func (h *host) loginStart(w http.ResponseWriter, r *http.Request) {
+	id, nonce := randomToken(), randomToken()
+	h.mu.Lock()
+	now := time.Now()
+	for k, l := range h.logins {
+		if now.After(l.expires) {
+			delete(h.logins, k)
+		}
+	}
+	h.logins[hashKey(id)] = login{nonce: nonce, expires: now.Add(10 * time.Minute)}
+	h.mu.Unlock()
+	setCookie(w, r, "sb_login", id, 10*time.Minute)
+	writeJSON(w, http.StatusOK, map[string]string{"nonce": nonce})
+}
+
+// login finishes a sign-in with the ID token the identity provider returned:
+// switchboard verifies it (issuer, audience, freshness, the nonce of this
+// login) and the human gets a session cookie.
+func (h *host) login(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		IDToken string `json:"id_token"`
+	}
+	if !h.read(w, r, &body) {
+		return
+	}
+	c, err := r.Cookie("sb_login")
+	if err != nil {
+		h.failCode(w, http.StatusUnauthorized, "unauthenticated", "unauthenticated: start the sign-in with POST /login/start")
+		return
+	}
+	h.mu.Lock()
+	l, ok := h.logins[hashKey(c.Value)]
+	delete(h.logins, hashKey(c.Value)) // one try per nonce
+	h.mu.Unlock()
+	if !ok || time.Now().After(l.expires) {
+		h.failCode(w, http.StatusUnauthorized, "unauthenticated", "unauthenticated: the sign-in expired; start again")
+		return
+	}
+	prov, err := h.cfg.SB.VerifyHuman(r.Context(), body.IDToken, l.nonce)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	tok := randomToken()
+	h.mu.Lock()
+	h.sessions[hashKey(tok)] = session{human: prov.Human(), expires: time.Now().Add(h.cfg.SessionTTL)}
+	h.mu.Unlock()
+	setCookie(w, r, "sb_login", "", -time.Second)
+	setCookie(w, r, "sb_session", tok, h.cfg.SessionTTL)
+	writeJSON(w, http.StatusOK, map[string]any{"human": prov.Human(), "name": prov.Name})
+}
+
+// human wraps a route for a signed-in human.
+func (h *host) human(fn func(http.ResponseWriter, *http.Request, switchboard.Human)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		c, err := r.Cookie("sb_session")
+		var s session
+		ok := false
+		if err == nil {
+			h.mu.Lock()
+			s, ok = h.sessions[hashKey(c.Value)]
+			if ok && time.Now().After(s.expires) {
+				delete(h.sessions, hashKey(c.Value))
+				ok = false
+			}
+			h.mu.Unlock()
+		}
+		if !ok {
+			h.failCode(w, http.StatusUnauthorized, "unauthenticated", "unauthenticated: sign in (POST /login/start, then POST /login)")
+			return
+		}
+		fn(w, r, s.human)
+	}
+}
+
+func (h *host) logout(w http.ResponseWriter, r *http.Request, _ switchboard.Human) {
+	if c, err := r.Cookie("sb_session"); err == nil {
+		h.mu.Lock()
+		delete(h.sessions, hashKey(c.Value))
+		h.mu.Unlock()
+	}
+	setCookie(w, r, "sb_session", "", -time.Second)
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (h *host) publish(w http.ResponseWriter, r *http.Request, me switchboard.Human) {
+	var body struct {
+		Card         json.RawMessage `json:"card"`
+		Discoverable bool            `json:"discoverable"`
+	}
+	if !h.read(w, r, &body) {
+		return
+	}
+	id := r.PathValue("id")
+	if strings.Contains(id, "@") {
+		h.failCode(w, http.StatusBadRequest, "invalid_argument", "invalid argument: '@' is kept for agents of other hosts")
+		return
+	}
+	card, err := agentcard.Parse(body.Card)
+	if err != nil {
+		h.fail(w, r, fmt.Errorf("%w: card: %w", switchboard.ErrInvalidArgument, err))
+		return
+	}
+	p, err := h.cfg.SB.Publish(r.Context(), switchboard.Persona{ID: id, Owner: me, Card: card, Discoverable: body.Discoverable})
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, p)
+}
+
+func (h *host) approvals(w http.ResponseWriter, r *http.Request, me switchboard.Human) {
+	todos, err := h.cfg.SB.Approvals(r.Context(), me)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	type item struct {
+		switchboard.Approval
+		Text string `json:"text"` // the fixed-layout summary to show as is
+	}
+	out := []item{}
+	for _, t := range todos {
+		if t.Approval != nil {
+			out = append(out, item{*t.Approval, t.Approval.Text()})
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"approvals": out})
+}
+
+func (h *host) approve(w http.ResponseWriter, r *http.Request, me switchboard.Human) {
+	var body struct {
+		Scope switchboard.Scope `json:"scope,omitempty"` // narrower than requested; empty: as requested
+	}
+	if r.ContentLength != 0 && !h.read(w, r, &body) {
+		return
+	}
+	g, err := h.cfg.SB.Approve(r.Context(), me, r.PathValue("id"), body.Scope)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"grant": g})
+}
+
+func (h *host) deny(w http.ResponseWriter, r *http.Request, me switchboard.Human) {
+	if err := h.cfg.SB.Deny(r.Context(), me, r.PathValue("id")); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (h *host) revoke(w http.ResponseWriter, r *http.Request, me switchboard.Human) {
+	if err := h.cfg.SB.Revoke(r.Context(), me, r.PathValue("id")); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (h *host) block(w http.ResponseWriter, r *http.Request, me switchboard.Human) {
+	var them switchboard.Human
+	if !h.read(w, r, &them) {
+		return
+	}
+	if err := h.cfg.SB.Block(r.Context(), me, them); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}

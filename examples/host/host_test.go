@@ -1,0 +1,313 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchboardhq/switchboard"
+	"github.com/switchboardhq/switchboard/agentcard"
+	"github.com/switchboardhq/switchboard/store/bolt"
+	"github.com/switchboardhq/switchboard/switchboardtest"
+)
+
+// env is one running host: its switchboard on its own bolt file, and the
+// identity provider its humans sign in with.
+type env struct {
+	t   *testing.T
+	sb  *switchboard.Switchboard
+	srv *httptest.Server
+	is  *switchboardtest.Issuer
+}
+
+func newEnv(t *testing.T, primary string, trust ...switchboard.Issuer) *env {
+	t.Helper()
+	is, err := switchboardtest.NewIssuer("switchboard")
+	require.NoError(t, err)
+	t.Cleanup(is.Close)
+	st, err := bolt.Open(filepath.Join(t.TempDir(), "sb.db"), nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { st.Close() })
+	e := &env{t: t, is: is}
+	e.srv = httptest.NewUnstartedServer(nil)
+	e.srv.Start()
+	t.Cleanup(e.srv.Close)
+	sb, err := switchboard.New(st, &switchboard.Config{Issuers: append([]switchboard.Issuer{is.Config()}, trust...)})
+	require.NoError(t, err)
+	e.sb = sb
+	e.srv.Config.Handler = newHost(hostConfig{SB: sb, Store: st, Primary: primary})
+	return e
+}
+
+// client is a browser or agent with its own cookie jar.
+type client struct {
+	t    *testing.T
+	base string
+	http *http.Client
+}
+
+func (e *env) client() *client {
+	jar, _ := cookiejar.New(nil)
+	return &client{t: e.t, base: e.srv.URL, http: &http.Client{Jar: jar}}
+}
+
+func (c *client) do(method, path string, body any, hdr ...string) (int, map[string]any, http.Header) {
+	c.t.Helper()
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		rd = strings.NewReader(b)
+	default:
+		j, err := json.Marshal(b)
+		require.NoError(c.t, err)
+		rd = bytes.NewReader(j)
+	}
+	u := path
+	if !strings.HasPrefix(path, "http") {
+		u = c.base + path
+	}
+	req, err := http.NewRequest(method, u, rd)
+	require.NoError(c.t, err)
+	if rd != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := c.http.Do(req)
+	require.NoError(c.t, err)
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	var out map[string]any
+	if len(raw) > 0 && strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
+		require.NoError(c.t, json.Unmarshal(raw, &out), string(raw))
+	}
+	return resp.StatusCode, out, resp.Header
+}
+
+// signIn logs subject in through the host: a nonce from the host, an ID
+// token carrying it from the identity provider, the session cookie back.
+func (e *env) signIn(subject string) *client {
+	c := e.client()
+	code, out, _ := c.do("POST", "/login/start", "{}")
+	require.Equal(e.t, 200, code)
+	tok := e.is.Token(subject, subject, subject+"@example.com", out["nonce"].(string), time.Now())
+	code, out, _ = c.do("POST", "/login", map[string]string{"id_token": tok})
+	require.Equal(e.t, 200, code, out)
+	return c
+}
+
+func (c *client) publish(id, name string, discoverable bool) agentcard.Card {
+	card := switchboard.PersonaCard(name, "does "+name, "1.0", c.base+"/agents/"+id)
+	code, out, _ := c.do("PUT", "/me/personas/"+id, map[string]any{"card": card, "discoverable": discoverable})
+	require.Equal(c.t, 200, code, out)
+	return card
+}
+
+type bearer struct{ cred string }
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.cred)
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+func mcpSession(t *testing.T, endpoint, cred string) *mcp.ClientSession {
+	t.Helper()
+	s, err := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1"}, nil).Connect(context.Background(),
+		&mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: &http.Client{Transport: bearer{cred}}, MaxRetries: -1}, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+var asked = switchboard.Scope{{Queue: "inbox", Verbs: []switchboard.Verb{switchboard.VerbCreateFor, switchboard.VerbList}}}
+
+// The whole flow over real HTTP on one host.
+func TestWholeFlowOverHTTP(t *testing.T) {
+	e := newEnv(t, "")
+	bob := e.signIn("bob")
+	alice := e.signIn("alice")
+	bob.publish("bob-desk", "Bob's desk", true)
+	alice.publish("alice-bot", "Alice's bot", true)
+
+	// Discovery at the well-known path, with a 304 on revalidation.
+	agent := e.client()
+	code, card, hdr := agent.do("GET", "/agents/bob-desk/.well-known/agent-card.json", nil)
+	require.Equal(t, 200, code)
+	assert.Equal(t, "Bob's desk", card["name"])
+	assert.Contains(t, hdr.Get("Cache-Control"), "max-age")
+	code, _, _ = agent.do("GET", "/agents/bob-desk/.well-known/agent-card.json", nil, "If-None-Match", hdr.Get("ETag"))
+	assert.Equal(t, http.StatusNotModified, code)
+	code, _, _ = agent.do("GET", "/agents/nobody/.well-known/agent-card.json", nil)
+	assert.Equal(t, 404, code)
+
+	// The friend request, bound to alice's ID token.
+	secret, pickup := switchboard.NewPickup()
+	req := switchboard.FriendRequest{From: "alice-bot", To: "bob-desk", Scope: asked, Why: "send invoices", Pickup: pickup}
+	req.IDToken = e.is.RequestToken("alice", req, time.Now())
+	code, out, _ := agent.do("POST", "/agents/bob-desk/friend-requests", req)
+	require.Equal(t, http.StatusCreated, code, out)
+	edgeID := out["edge"].(map[string]any)["id"].(string)
+	code, _, _ = agent.do("POST", "/agents/bob-desk/friend-requests", req)
+	assert.Equal(t, http.StatusOK, code, "an identical retry is idempotent")
+
+	// Bob sees it, and approves it narrowed to create_for.
+	code, out, _ = bob.do("GET", "/me/approvals", nil)
+	require.Equal(t, 200, code)
+	aps := out["approvals"].([]any)
+	require.Len(t, aps, 1)
+	assert.Contains(t, aps[0].(map[string]any)["text"], "send invoices")
+	code, _, _ = alice.do("POST", "/me/edges/"+edgeID+"/approve", "{}")
+	assert.Equal(t, 404, code, "not alice's to approve: reads as absent")
+	code, out, _ = bob.do("POST", "/me/edges/"+edgeID+"/approve", map[string]any{"scope": switchboard.Scope{{Queue: "inbox", Verbs: []switchboard.Verb{switchboard.VerbCreateFor}}}})
+	require.Equal(t, 200, code, out)
+	grantID := out["grant"].(map[string]any)["id"].(string)
+
+	// The requesting agent collects its credential, once.
+	code, out, _ = agent.do("POST", "/edges/"+edgeID+"/collect", map[string]string{"secret": secret})
+	require.Equal(t, 200, code, out)
+	cred := out["credential"].(string)
+	code, _, _ = agent.do("POST", "/edges/"+edgeID+"/collect", map[string]string{"secret": secret})
+	assert.Equal(t, 404, code, "only once")
+
+	// MCP over streamable HTTP with the credential: only the granted tool.
+	s := mcpSession(t, e.srv.URL+"/mcp", cred)
+	tools, err := s.ListTools(context.Background(), nil)
+	require.NoError(t, err)
+	require.Len(t, tools.Tools, 1)
+	assert.Equal(t, "create_for", tools.Tools[0].Name)
+	res, err := s.CallTool(context.Background(), &mcp.CallToolParams{Name: "create_for", Arguments: map[string]any{"queue": "inbox", "kind": "invoice.pay", "payload": map[string]any{"n": 1}}})
+	require.NoError(t, err)
+	require.False(t, res.IsError, res.Content)
+
+	// Bob revokes; the next call of the open session fails.
+	code, _, _ = bob.do("POST", "/me/grants/"+grantID+"/revoke", "{}")
+	require.Equal(t, http.StatusNoContent, code)
+	res, err = s.CallTool(context.Background(), &mcp.CallToolParams{Name: "create_for", Arguments: map[string]any{"queue": "inbox", "kind": "invoice.pay"}})
+	require.True(t, err != nil || res.IsError, "a revoked grant is refused on the next call")
+}
+
+// Two organisations, each with its own host, store and identity provider.
+func TestTwoHosts(t *testing.T) {
+	x := newEnv(t, "")
+	// Y trusts X's issuer for friend requests, besides its own.
+	y := newEnv(t, "bob-desk", x.is.Config())
+	bob := y.signIn("bob")
+	bob.publish("bob-desk", "Bob's desk", true)
+	alice := x.signIn("alice")
+	aliceCard := alice.publish("alice-bot", "Alice's bot", false)
+
+	// X's agent finds Y's persona through a remote directory that
+	// allow-lists Y's origin; the card names where Y takes requests.
+	remote, err := switchboard.NewRemoteDirectory(switchboard.RemoteOptions{Origins: []string{y.srv.URL}})
+	require.NoError(t, err)
+	l, err := remote.Lookup(context.Background(), y.srv.URL)
+	require.NoError(t, err)
+	endpoint := l.Card.SupportedInterfaces[0].URL
+	require.True(t, strings.HasPrefix(endpoint, y.srv.URL+"/agents/"))
+	to := endpoint[strings.LastIndex(endpoint, "/")+1:]
+
+	// The request goes to Y, proven by alice's token from X's issuer.
+	xu, _ := url.Parse(x.is.URL())
+	secret, pickup := switchboard.NewPickup()
+	req := switchboard.FriendRequest{From: "alice-bot@" + xu.Host, To: to, Scope: asked, Why: "send invoices", Pickup: pickup}
+	req.IDToken = x.is.RequestToken("alice", req, time.Now())
+	agent := x.client()
+	code, out, _ := agent.do("POST", endpoint+"/friend-requests", map[string]any{
+		"from": req.From, "to": req.To, "scope": req.Scope, "why": req.Why, "pickup": req.Pickup, "id_token": req.IDToken, "from_card": aliceCard})
+	require.Equal(t, http.StatusCreated, code, out)
+	edgeID := out["edge"].(map[string]any)["id"].(string)
+
+	// Y's human approves on Y; X's agent collects from Y and works on Y.
+	code, out, _ = bob.do("GET", "/me/approvals", nil)
+	require.Equal(t, 200, code)
+	require.Len(t, out["approvals"], 1)
+	code, _, _ = bob.do("POST", "/me/edges/"+edgeID+"/approve", "{}")
+	require.Equal(t, 200, code)
+	code, out, _ = agent.do("POST", y.srv.URL+"/edges/"+edgeID+"/collect", map[string]string{"secret": secret})
+	require.Equal(t, 200, code, out)
+	s := mcpSession(t, y.srv.URL+"/mcp", out["credential"].(string))
+	res, err := s.CallTool(context.Background(), &mcp.CallToolParams{Name: "create_for", Arguments: map[string]any{"queue": "inbox", "kind": "invoice.pay", "dedup_key": "inv-1"}})
+	require.NoError(t, err)
+	require.False(t, res.IsError, res.Content)
+	todos, err := y.sb.List(context.Background(), mustVend(t, y, "bob", "bob-desk"), "inbox", nil)
+	require.NoError(t, err)
+	require.Len(t, todos, 1)
+	assert.Equal(t, req.From, todos[0].Origin.Agent)
+
+	// A guest name must carry its own issuer's host: no squatting on names
+	// of other identity providers.
+	_, pickup2 := switchboard.NewPickup()
+	bad := switchboard.FriendRequest{From: "alice-bot@evil.example", To: to, Scope: asked, Why: "w", Pickup: pickup2}
+	bad.IDToken = x.is.RequestToken("alice", bad, time.Now())
+	code, _, _ = agent.do("POST", endpoint+"/friend-requests", map[string]any{"from": bad.From, "to": bad.To, "scope": bad.Scope, "why": bad.Why, "pickup": bad.Pickup, "id_token": bad.IDToken, "from_card": aliceCard})
+	assert.Equal(t, 400, code)
+}
+
+func mustVend(t *testing.T, e *env, owner, persona string) switchboard.Credential {
+	_, cred, err := e.sb.Vend(context.Background(), e.is.Human(owner), switchboard.VendRequest{Agent: persona,
+		Scope: switchboard.Scope{{Queue: "inbox", Verbs: []switchboard.Verb{switchboard.VerbList}}}})
+	require.NoError(t, err)
+	return cred
+}
+
+// Status codes for bad bodies, missing or wrong credentials and foreign ids.
+func TestStatusCodes(t *testing.T) {
+	e := newEnv(t, "")
+	bob := e.signIn("bob")
+	bob.publish("bob-desk", "Bob's desk", true)
+	anon := e.client()
+	wrongSecret, _ := switchboard.NewPickup()
+	big := `{"secret":"` + strings.Repeat("a", maxBody) + `"}`
+	cases := []struct {
+		name   string
+		c      *client
+		method string
+		path   string
+		body   any
+		hdr    []string
+		want   int
+		code   string
+	}{
+		{"not JSON", anon, "POST", "/agents/bob-desk/friend-requests", "from=x", nil, 400, "invalid_argument"},
+		{"wrong content type", anon, "POST", "/edges/e/collect", nil, []string{"Content-Type", "text/plain"}, 415, "unsupported_media_type"},
+		{"duplicate key", anon, "POST", "/agents/bob-desk/friend-requests", `{"from":"a","from":"b"}`, nil, 400, "invalid_argument"},
+		{"unknown field", anon, "POST", "/edges/e/collect", `{"secret":"s","credential":"x"}`, nil, 400, "invalid_argument"},
+		{"too large", anon, "POST", "/edges/e/collect", big, nil, 413, "too_large"},
+		{"bad token", anon, "POST", "/agents/bob-desk/friend-requests", map[string]any{"from": "alice-bot", "scope": asked, "why": "w", "pickup": strings.Repeat("A", 43), "id_token": "x.y.z"}, nil, 401, "provenance_rejected"},
+		{"to mismatch", anon, "POST", "/agents/bob-desk/friend-requests", map[string]any{"from": "a", "to": "other"}, nil, 400, "invalid_argument"},
+		{"collect wrong secret", anon, "POST", "/edges/edge_nope/collect", map[string]string{"secret": wrongSecret}, nil, 404, "not_found"},
+		{"human not signed in", anon, "GET", "/me/approvals", nil, nil, 401, "unauthenticated"},
+		{"foreign edge", bob, "POST", "/me/edges/edge_nope/deny", "{}", nil, 404, "not_found"},
+		{"foreign grant", bob, "POST", "/me/grants/grant_nope/revoke", "{}", nil, 404, "not_found"},
+		{"login without start", anon, "POST", "/login", `{"id_token":"x"}`, nil, 401, "unauthenticated"},
+		{"guest id on publish", bob, "PUT", "/me/personas/x@y", map[string]any{"card": map[string]any{}}, nil, 400, "invalid_argument"},
+	}
+	for _, tc := range cases {
+		code, out, _ := tc.c.do(tc.method, tc.path, tc.body, tc.hdr...)
+		assert.Equal(t, tc.want, code, tc.name)
+		if assert.NotNil(t, out, tc.name) {
+			assert.Equal(t, tc.code, out["error"].(map[string]any)["code"], tc.name)
+		}
+	}
+	// MCP: no credential and a wrong one are 401, without echoing it.
+	for _, authz := range []string{"", "Bearer sbk_wrong"} {
+		code, _, _ := anon.do("POST", "/mcp", `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`, "Authorization", authz, "Accept", "application/json, text/event-stream")
+		assert.Equal(t, 401, code, authz)
+	}
+}
