@@ -12,7 +12,11 @@
 //
 // Transport is the host's. The library opens no socket; a host wraps these
 // calls in its own HTTP or MCP layer, authenticates humans for the
-// human-facing calls, and passes agents' credentials through.
+// human-facing calls, and passes agents' credentials through. What every
+// host needs is ready: DecodeJSON reads its JSON input one strict way,
+// StatusOf maps any error to an HTTP status and a stable code, module
+// github.com/switchboardhq/switchboard/mcptools serves the queue verbs as MCP
+// tools with a bearer verifier, and examples/host is a whole HTTP host.
 //
 // # The flow
 //
