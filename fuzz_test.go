@@ -223,3 +223,51 @@ func FuzzCredential(f *testing.F) {
 		}
 	})
 }
+
+// FuzzDecodeJSON: a document DecodeJSON accepts reads the same to an
+// exact-match reader (each field's value is what a case-sensitive map of
+// the document holds under its exact name), is valid JSON, and re-encodes to
+// a document that decodes to the same value.
+func FuzzDecodeJSON(f *testing.F) {
+	for _, s := range []string{
+		`{"from":"a","to":"b","why":"w","pickup":"p","id_token":"t","scope":[{"queue":"q","verbs":["list"]}]}`,
+		`{"from":"a","FROM":"b"}`, `{"From":"a"}`, `{"from":"a","from":"b"}`, `{"from":"\ud800"}`,
+		`{"from":"a","extra":0}`, `{"from":"a","extra":1}`, `{"scope":[{"Queue":"q"}]}`, `{} []`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var fr sb.FriendRequest
+		if err := sb.DecodeJSON(data, &fr); err != nil {
+			require.ErrorIs(t, err, sb.ErrInvalidArgument)
+			return
+		}
+		require.True(t, json.Valid(data))
+		var m map[string]any
+		if json.Unmarshal(data, &m) != nil {
+			return // a JSON null decodes to the zero request
+		}
+		for name, got := range map[string]string{"from": fr.From, "to": fr.To, "why": fr.Why, "pickup": fr.Pickup, "id_token": fr.IDToken} {
+			if v, ok := m[name].(string); ok {
+				assert.Equal(t, v, got, name)
+			} else {
+				assert.Empty(t, got, "%s: set without its exact key", name)
+			}
+		}
+		if raw, ok := m["scope"].([]any); ok {
+			require.Len(t, fr.Scope, len(raw))
+			for i, e := range raw {
+				em, _ := e.(map[string]any)
+				q, _ := em["queue"].(string)
+				assert.Equal(t, q, fr.Scope[i].Queue)
+			}
+		} else {
+			assert.Empty(t, fr.Scope)
+		}
+		again, err := json.Marshal(fr)
+		require.NoError(t, err)
+		var fr2 sb.FriendRequest
+		require.NoError(t, sb.DecodeJSON(again, &fr2))
+		assert.Equal(t, fr, fr2)
+	})
+}
