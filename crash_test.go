@@ -1,0 +1,185 @@
+package switchboard_test
+
+// The crash test: a child process (this test binary, re-executed) writes
+// through the bolt store — creates with dedup keys from 16 concurrent
+// callers (so group commit batches them), claims, completes and fails —
+// and reports each call on stdout only after it returned. The parent
+// SIGKILLs it at a random moment, reopens the file, runs bbolt's
+// consistency check and verifies that every acknowledged write is there,
+// that dedup still holds and that the audit chain is whole. CI runs a few
+// rounds; -crash.rounds runs more.
+
+import (
+	"bufio"
+	"context"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	bbolt "go.etcd.io/bbolt"
+
+	sb "github.com/switchboardhq/switchboard"
+	"github.com/switchboardhq/switchboard/store/bolt"
+)
+
+var crashRounds = flag.Int("crash.rounds", 3, "SIGKILL rounds of TestCrashRecovery")
+
+const crashEnv = "SWITCHBOARD_CRASH_CHILD" // "path|credential" in the child
+
+func TestCrashRecovery(t *testing.T) {
+	if testing.Short() {
+		t.Skip("kills child processes; skipped with -short")
+	}
+	path := filepath.Join(t.TempDir(), "crash.db")
+	owner := sb.Human{Issuer: "https://id.example.com", Subject: "owner"}
+	st, err := bolt.Open(path, nil)
+	require.NoError(t, err)
+	s, err := sb.New(st, nil)
+	require.NoError(t, err)
+	_, err = s.Publish(ctx, sb.Persona{ID: "desk", Owner: owner, Card: sb.PersonaCard("Desk", "d", "1", "https://x.example/agents/desk"), Discoverable: true})
+	require.NoError(t, err)
+	all := []sb.Verb{sb.VerbCreateFor, sb.VerbList, sb.VerbGet, sb.VerbClaim, sb.VerbComplete, sb.VerbFail}
+	_, cred, err := s.Vend(ctx, owner, sb.VendRequest{Agent: "desk", Scope: sb.Scope{{Queue: "inbox", Verbs: all}}})
+	require.NoError(t, err)
+	require.NoError(t, st.Close())
+
+	created := map[string]string{} // dedup key → todo id, as acknowledged
+	completed := map[string]bool{} // todo ids acknowledged completed
+	for round := 0; round < *crashRounds; round++ {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.count=1")
+		cmd.Env = append(os.Environ(), crashEnv+"="+path+"|"+string(cred))
+		out, err := cmd.StdoutPipe()
+		require.NoError(t, err)
+		cmd.Stderr = os.Stderr
+		require.NoError(t, cmd.Start())
+		var acks []string
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			sc := bufio.NewScanner(out)
+			for sc.Scan() {
+				acks = append(acks, sc.Text())
+			}
+		}()
+		time.Sleep(time.Duration(150+rand.IntN(400)) * time.Millisecond)
+		require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
+		<-done
+		_ = cmd.Wait()
+		for _, a := range acks {
+			f := strings.Fields(a)
+			switch {
+			case len(f) == 3 && f[0] == "create":
+				if id, ok := created[f[1]]; ok {
+					require.Equal(t, id, f[2], "round %d: dedup key %s acknowledged for two todos", round, f[1])
+				}
+				created[f[1]] = f[2]
+			case len(f) == 2 && f[0] == "complete":
+				completed[f[1]] = true
+			}
+		}
+
+		// bbolt's own consistency check on the file the kill left.
+		db, err := bbolt.Open(path, 0o600, &bbolt.Options{Timeout: 5 * time.Second})
+		require.NoError(t, err)
+		require.NoError(t, db.View(func(tx *bbolt.Tx) error {
+			for err := range tx.Check() {
+				return err
+			}
+			return nil
+		}), "round %d", round)
+		require.NoError(t, db.Close())
+
+		st, err := bolt.Open(path, nil)
+		require.NoError(t, err)
+		s, err := sb.New(st, nil)
+		require.NoError(t, err)
+		for key, id := range created {
+			td, err := s.Get(ctx, cred, id)
+			require.NoError(t, err, "round %d: acknowledged todo %s lost", round, id)
+			require.Equal(t, key, td.DedupKey)
+			if completed[id] {
+				require.Equal(t, sb.TodoDone, td.State, "round %d: acknowledged completion of %s lost", round, id)
+			}
+		}
+		rep, err := s.VerifyAudit(ctx)
+		require.NoError(t, err, "round %d: audit chain", round)
+		require.Positive(t, rep.Events)
+		require.NoError(t, st.Close())
+		t.Logf("round %d: %d acknowledged calls; %d keys, %d completions so far", round, len(acks), len(created), len(completed))
+	}
+	require.NotEmpty(t, created, "the child acknowledged nothing: the test tested nothing")
+
+	// Dedup still holds after every crash: each acknowledged key returns
+	// its todo and creates nothing.
+	st, err = bolt.Open(path, nil)
+	require.NoError(t, err)
+	defer st.Close()
+	s, err = sb.New(st, nil)
+	require.NoError(t, err)
+	for key, id := range created {
+		td, made, err := s.CreateFor(ctx, cred, "inbox", sb.NewTodo{Kind: "k", DedupKey: key})
+		require.NoError(t, err)
+		require.False(t, made, key)
+		require.Equal(t, id, td.ID)
+	}
+}
+
+// TestCrashChild is the child process of TestCrashRecovery.
+func TestCrashChild(t *testing.T) {
+	env := os.Getenv(crashEnv)
+	if env == "" {
+		t.Skip("runs only as the child process TestCrashRecovery starts")
+	}
+	path, cred, _ := strings.Cut(env, "|")
+	st, err := bolt.Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := sb.New(st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := sb.Credential(cred)
+	var mu sync.Mutex
+	ack := func(format string, args ...any) {
+		mu.Lock()
+		fmt.Fprintf(os.Stdout, format+"\n", args...)
+		mu.Unlock()
+	}
+	var wg sync.WaitGroup
+	for w := 0; w < 16; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				key := fmt.Sprintf("k%d", rand.IntN(5000))
+				td, _, err := s.CreateFor(context.Background(), c, "inbox", sb.NewTodo{Kind: "k", DedupKey: key})
+				if err == nil {
+					ack("create %s %s", key, td.ID)
+				}
+				if w%4 != 0 {
+					continue
+				}
+				got, l, err := s.Claim(context.Background(), c, "inbox", nil)
+				if err != nil {
+					continue
+				}
+				if rand.IntN(4) == 0 {
+					_ = s.Fail(context.Background(), c, l, "flaky")
+				} else if s.Complete(context.Background(), c, l, []byte(`{"ok":true}`)) == nil {
+					ack("complete %s", got.ID)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
