@@ -29,6 +29,7 @@ import (
 
 	sb "github.com/switchboardhq/switchboard"
 	"github.com/switchboardhq/switchboard/store/bolt"
+	"github.com/switchboardhq/switchboard/switchboardtest"
 )
 
 var crashRounds = flag.Int("crash.rounds", 3, "SIGKILL rounds of TestCrashRecovery")
@@ -52,8 +53,9 @@ func TestCrashRecovery(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, st.Close())
 
-	created := map[string]string{} // dedup key → todo id, as acknowledged
-	completed := map[string]bool{} // todo ids acknowledged completed
+	created := map[string]string{}     // dedup key → todo id, as acknowledged
+	completed := map[string]bool{}     // todo ids acknowledged completed
+	edges := map[string]sb.EdgeState{} // edge id → the furthest acknowledged state
 	for round := 0; round < *crashRounds; round++ {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.count=1")
 		cmd.Env = append(os.Environ(), crashEnv+"="+path+"|"+string(cred))
@@ -84,6 +86,16 @@ func TestCrashRecovery(t *testing.T) {
 				created[f[1]] = f[2]
 			case len(f) == 2 && f[0] == "complete":
 				completed[f[1]] = true
+			case len(f) == 2 && f[0] == "request":
+				if edges[f[1]] == "" {
+					edges[f[1]] = sb.EdgePending
+				}
+			case len(f) == 2 && f[0] == "approve":
+				if edges[f[1]] != sb.EdgeRevoked {
+					edges[f[1]] = sb.EdgeApproved
+				}
+			case len(f) == 2 && f[0] == "revoke":
+				edges[f[1]] = sb.EdgeRevoked
 			}
 		}
 
@@ -110,13 +122,25 @@ func TestCrashRecovery(t *testing.T) {
 				require.Equal(t, sb.TodoDone, td.State, "round %d: acknowledged completion of %s lost", round, id)
 			}
 		}
+		for id, want := range edges {
+			e, err := s.Edge(ctx, owner, id)
+			require.NoError(t, err, "round %d: acknowledged edge %s lost", round, id)
+			switch want {
+			case sb.EdgeRevoked:
+				require.Equal(t, sb.EdgeRevoked, e.State, "round %d: acknowledged revocation lost", round)
+			case sb.EdgeApproved:
+				require.Contains(t, []sb.EdgeState{sb.EdgeApproved, sb.EdgeRevoked}, e.State, "round %d: acknowledged approval lost", round)
+				require.NotEmpty(t, e.GrantID, "round %d: an approved edge without its grant", round)
+			}
+		}
 		rep, err := s.VerifyAudit(ctx)
 		require.NoError(t, err, "round %d: audit chain", round)
 		require.Positive(t, rep.Events)
 		require.NoError(t, st.Close())
-		t.Logf("round %d: %d acknowledged calls; %d keys, %d completions so far", round, len(acks), len(created), len(completed))
+		t.Logf("round %d: %d acknowledged calls; %d keys, %d completions, %d edges so far", round, len(acks), len(created), len(completed), len(edges))
 	}
-	require.NotEmpty(t, created, "the child acknowledged nothing: the test tested nothing")
+	require.NotEmpty(t, created, "the child acknowledged no create: the test tested nothing")
+	require.NotEmpty(t, edges, "the child acknowledged no friend request: the test tested nothing")
 
 	// Dedup still holds after every crash: each acknowledged key returns
 	// its todo and creates nothing.
@@ -144,10 +168,16 @@ func TestCrashChild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := sb.New(st, nil)
+	is, err := switchboardtest.NewIssuer("crash")
 	if err != nil {
 		t.Fatal(err)
 	}
+	off := sb.Quotas{LiveEdgesPerRequester: -1, RequesterBurst: -1, TargetBurst: -1, PendingPerTarget: -1, Cooldown: -1}
+	s, err := sb.New(st, &sb.Config{Issuers: []sb.Issuer{is.Config()}, Quotas: off})
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner := sb.Human{Issuer: "https://id.example.com", Subject: "owner"}
 	c := sb.Credential(cred)
 	var mu sync.Mutex
 	ack := func(format string, args ...any) {
@@ -156,6 +186,36 @@ func TestCrashChild(t *testing.T) {
 		mu.Unlock()
 	}
 	var wg sync.WaitGroup
+	// Friend requests, approvals and revocations beside the queue traffic.
+	for w := 0; w < 2; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			bg := context.Background()
+			for n := 0; ; n++ {
+				sub := fmt.Sprintf("r%d-%d-%d", os.Getpid(), w, n)
+				if _, err := s.Publish(bg, sb.Persona{ID: sub, Owner: is.Human(sub), Card: sb.PersonaCard("R", "r", "1", "https://r.example/"+sub)}); err != nil {
+					continue
+				}
+				_, pickup := sb.NewPickup()
+				req := sb.FriendRequest{From: sub, To: "desk", Scope: sb.Scope{{Queue: "inbox", Verbs: []sb.Verb{sb.VerbCreateFor}}}, Why: "crash test", Pickup: pickup}
+				req.IDToken = is.RequestToken(sub, req, time.Now())
+				e, _, err := s.Request(bg, req)
+				if err != nil {
+					continue
+				}
+				ack("request %s", e.ID)
+				g, err := s.Approve(bg, owner, e.ID, nil)
+				if err != nil {
+					continue
+				}
+				ack("approve %s", e.ID)
+				if n%2 == 0 && s.Revoke(bg, owner, g.ID) == nil {
+					ack("revoke %s", e.ID)
+				}
+			}
+		}()
+	}
 	for w := 0; w < 16; w++ {
 		wg.Add(1)
 		go func() {
