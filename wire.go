@@ -60,7 +60,7 @@ func foldTwins(v any, path string) error {
 		for k, e := range t {
 			l := strings.ToLower(k)
 			if o, ok := seen[l]; ok {
-				return invalid("JSON: %s: keys %q and %q differ only by case", where(path), o, k)
+				return invalid("JSON: %s: keys %q and %q differ only by case", strictjson.Where(path), o, k)
 			}
 			seen[l] = k
 			if err := foldTwins(e, path+"."+k); err != nil {
@@ -88,7 +88,7 @@ func sameKeys(in, out any, path string) error {
 				if emptyJSON(e) {
 					continue
 				}
-				return invalid("JSON: %s: unknown field %q", where(path), k)
+				return invalid("JSON: %s: unknown field %q", strictjson.Where(path), k)
 			}
 			if err := sameKeys(e, ov, path+"."+k); err != nil {
 				return err
@@ -124,13 +124,6 @@ func emptyJSON(v any) bool {
 		return len(t) == 0
 	}
 	return false
-}
-
-func where(path string) string {
-	if path == "" {
-		return "document"
-	}
-	return strings.TrimPrefix(path, ".")
 }
 
 // bytesWire encodes b as raw JSON when it is valid JSON, else as base64

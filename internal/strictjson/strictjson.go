@@ -58,7 +58,7 @@ func decodeValue(dec *json.Decoder, depth int, path string) (any, error) {
 				}
 				k := kt.(string)
 				if _, dup := obj[k]; dup {
-					return nil, fmt.Errorf("%s: key %q appears twice", where(path), k)
+					return nil, fmt.Errorf("%s: key %q appears twice", Where(path), k)
 				}
 				v, err := decodeValue(dec, depth+1, path+"."+k)
 				if err != nil {
@@ -90,7 +90,9 @@ func decodeValue(dec *json.Decoder, depth int, path string) (any, error) {
 	}
 }
 
-func where(path string) string {
+// Where names a path built by these readers (".a.b[0]") for an error
+// message: "document" for the root.
+func Where(path string) string {
 	if path == "" {
 		return "document"
 	}
