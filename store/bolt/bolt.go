@@ -50,6 +50,11 @@ type Options struct {
 	// MaxBatch bounds how many Update calls one commit groups. Zero means
 	// 256.
 	MaxBatch int
+	// NoSync skips the fsync of every commit. A crash (of the machine, not
+	// only the process) can then lose commits that Update acknowledged, or
+	// corrupt the file: it is for bulk loads that can be redone and for
+	// benchmarks measuring CPU cost, never for work that must not be lost.
+	NoSync bool
 }
 
 // Store is a bbolt-backed store.
@@ -60,7 +65,9 @@ type Store struct {
 
 	mu      sync.Mutex
 	queue   []*call
-	leading bool // a goroutine is committing batches
+	leading bool          // a goroutine is committing batches
+	expect  int           // how many callers the next batch waits for
+	arrived chan struct{} // poked (never blocking) when a call is queued
 }
 
 // call is one queued Update.
@@ -88,14 +95,14 @@ func Open(path string, opts *Options) (*Store, error) {
 	if o.Mode == 0 {
 		o.Mode = 0o600
 	}
-	db, err := bbolt.Open(path, o.Mode, &bbolt.Options{Timeout: o.Timeout})
+	db, err := bbolt.Open(path, o.Mode, &bbolt.Options{Timeout: o.Timeout, NoSync: o.NoSync})
 	if err != nil {
 		return nil, fmt.Errorf("bolt: open %s: %w", path, err)
 	}
 	if o.MaxBatch <= 0 {
 		o.MaxBatch = 256
 	}
-	return &Store{db: db, each: o.CommitEachUpdate, maxBatch: o.MaxBatch}, nil
+	return &Store{db: db, each: o.CommitEachUpdate, maxBatch: o.MaxBatch, arrived: make(chan struct{}, 1)}, nil
 }
 
 // Path returns the file the store was opened on.
@@ -126,6 +133,10 @@ func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
 	lead := !s.leading
 	s.leading = true
 	s.mu.Unlock()
+	select {
+	case s.arrived <- struct{}{}:
+	default:
+	}
 	if lead {
 		s.lead()
 	}
@@ -145,6 +156,7 @@ func (s *Store) alone(fn func(store.Tx) error) error {
 // and returns once its own call is done; later arrivals are handed to a new
 // goroutine, so no caller waits on batches after the one it joined.
 func (s *Store) lead() {
+	s.gather()
 	s.mu.Lock()
 	n := min(len(s.queue), s.maxBatch)
 	batch := slices.Clone(s.queue[:n])
@@ -152,11 +164,64 @@ func (s *Store) lead() {
 	s.mu.Unlock()
 	s.commit(batch)
 	s.mu.Lock()
+	// The callers just released usually come straight back with their
+	// next Update: the next batch waits for them (see gather).
+	s.expect = min(len(s.queue)+len(batch), s.maxBatch)
 	more := len(s.queue) > 0
 	s.leading = more
+	if !more {
+		s.expect = 0
+	}
 	s.mu.Unlock()
 	if more {
 		go s.lead()
+	}
+}
+
+// Gathering bounds: a batch waits for the callers the previous commit
+// released only while they keep arriving — at most gatherStall between two
+// arrivals, and gatherMax in all. A lone caller never waits: nobody was
+// released ahead of it.
+const (
+	gatherStall = 50 * time.Microsecond
+	gatherMax   = 500 * time.Microsecond
+)
+
+// gather lets the next batch collect the callers the previous commit just
+// released. Without it the callers of one commit always arrive while the
+// next is being taken, so 16 callers split into two alternating batches of
+// 8, each paying its own fsync.
+func (s *Store) gather() {
+	s.mu.Lock()
+	want := s.expect
+	s.mu.Unlock()
+	if want <= 1 {
+		return
+	}
+	start := time.Now()
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		s.mu.Lock()
+		n := len(s.queue)
+		s.mu.Unlock()
+		if n >= want || time.Since(start) >= gatherMax {
+			return
+		}
+		if timer == nil {
+			timer = time.NewTimer(gatherStall)
+		} else {
+			timer.Reset(gatherStall)
+		}
+		select {
+		case <-s.arrived:
+		case <-timer.C:
+			return // nobody came within gatherStall: go with what is here
+		}
 	}
 }
 
