@@ -74,18 +74,34 @@ const systemActor = "system"
 // (8 bytes) and the SHA-256 of its stored record (32 bytes).
 const auditHeadKey = "audit_head"
 
-// auditHead returns the seq and record hash of the last event.
+// auditHead returns the seq and record hash of the last event, read once
+// per transaction.
 func (t *txn) auditHead() (uint64, []byte, error) {
+	if t.headRead {
+		return t.head, t.headHash, nil
+	}
 	b, err := t.tx.Get(tMeta, []byte(auditHeadKey))
 	switch {
 	case err == nil && len(b) == 8+sha256.Size:
-		return binary.BigEndian.Uint64(b), b[8:], nil
+		t.head, t.headHash = binary.BigEndian.Uint64(b), b[8:]
 	case err == nil:
 		return 0, nil, fmt.Errorf("switchboard: audit head is %d bytes, want %d", len(b), 8+sha256.Size)
 	case errors.Is(err, store.ErrNotFound):
-		return 0, nil, nil
+		t.head, t.headHash = 0, nil
+	default:
+		return 0, nil, err
 	}
-	return 0, nil, err
+	t.headRead = true
+	return t.head, t.headHash, nil
+}
+
+// nextSeq is the seq the next event of this transaction will get. It is
+// also the store-wide creation order of todos: a todo takes the seq of the
+// todo.created event that records it, so creating one needs no counter of
+// its own.
+func (t *txn) nextSeq() (uint64, error) {
+	seq, _, err := t.auditHead()
+	return seq + 1, err
 }
 
 // emit appends e to the audit log inside the current transaction: the next
@@ -109,7 +125,11 @@ func (t *txn) emit(e Event) error {
 	}
 	t.emitted++
 	h := sha256.Sum256(b)
-	return t.tx.Put(tMeta, []byte(auditHeadKey), append(binary.BigEndian.AppendUint64(nil, e.Seq), h[:]...))
+	if err := t.tx.Put(tMeta, []byte(auditHeadKey), append(binary.BigEndian.AppendUint64(nil, e.Seq), h[:]...)); err != nil {
+		return err
+	}
+	t.head, t.headHash = e.Seq, h[:]
+	return nil
 }
 
 // ErrAuditBroken is wrapped by the *AuditError VerifyAudit returns.

@@ -135,14 +135,14 @@ func (t *txn) authenticate(c Credential) (*grantRec, error) {
 	if id == "" {
 		return nil, fmt.Errorf("%w: unknown or revoked credential", ErrUnauthenticated)
 	}
-	var g grantRec
-	if err := t.get(tGrants, id, &g, "grant"); err != nil {
+	g, err := getHot[grantRec](t, tGrants, id, "grant")
+	if err != nil {
 		return nil, err
 	}
 	if subtle.ConstantTimeCompare(g.CredHash, h[:]) != 1 || !g.live(t.now) {
 		return nil, fmt.Errorf("%w: unknown or revoked credential", ErrUnauthenticated)
 	}
-	return &g, nil
+	return g, nil
 }
 
 // authorize is the one gate for every queue verb: the credential must be live,
@@ -354,7 +354,7 @@ func (t *txn) revokeGrant(g *grantRec, e *edgeRec, actor, why string, cancelQueu
 		return nil
 	}
 	var queued []string
-	err := t.scanPrefix(tByGrant, g.ID+sep, func(_, id string) (bool, error) {
+	err := t.scanPrefix(tIdx, idxKey(idxGrant, g.ID, ""), func(_, id string) (bool, error) {
 		queued = append(queued, id)
 		return true, nil
 	})

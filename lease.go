@@ -37,10 +37,6 @@ type ClaimOptions struct {
 	Wait bool `json:"wait,omitempty"`
 }
 
-func leaseKey(r *todoRec) string {
-	return r.QueueKey + sep + timeKey(r.LeaseExpiresAt) + r.ID
-}
-
 // Claim leases the next ready todo in queue: highest priority first, then
 // the one available longest. Expired leases in the queue are recovered first
 // (counted as an attempt; a todo out of attempts is dead-lettered), so
@@ -86,6 +82,9 @@ func (s *Switchboard) claimOnce(ctx context.Context, c Credential, queue string,
 		if err := t.recoverLeases(qkey); err != nil {
 			return err
 		}
+		if err := t.promote(qkey); err != nil {
+			return err
+		}
 		r, err := t.nextReady(qkey)
 		if err != nil {
 			return err
@@ -94,7 +93,7 @@ func (s *Switchboard) claimOnce(ctx context.Context, c Credential, queue string,
 		if d == 0 {
 			d = s.leaseFor(g)
 		}
-		if err := t.del(tReady, readyKey(r)); err != nil {
+		if err := t.del(tIdx, readyKey(r)); err != nil {
 			return err
 		}
 		r.Attempts++
@@ -107,7 +106,7 @@ func (s *Switchboard) claimOnce(ctx context.Context, c Credential, queue string,
 		if err := t.put(tTodos, r.ID, r); err != nil {
 			return err
 		}
-		if err := t.putRaw(tLeases, leaseKey(r), ""); err != nil {
+		if err := t.putRaw(tIdx, leaseKey(r), ""); err != nil {
 			return err
 		}
 		todo = r.Todo
@@ -120,17 +119,14 @@ func (s *Switchboard) claimOnce(ctx context.Context, c Credential, queue string,
 	return todo, lease, nil
 }
 
-// nextReady returns the first todo in the queue whose available-at has come.
+// nextReady returns the first ready todo of the queue (promote has moved
+// every due one there).
 func (t *txn) nextReady(qkey string) (*todoRec, error) {
 	var id string
-	now := timeKey(t.now)
-	err := t.scanPrefix(tReady, qkey+sep, func(k, v string) (bool, error) {
-		at := k[len(qkey)+1+4:][:8]
-		if at <= now {
-			id = v
-			return false, nil
-		}
-		return true, nil
+	prefix := idxKey(idxReady, qkey, "")
+	err := t.tx.Scan(tIdx, []byte(prefix), prefixEnd(prefix), func(_, v []byte) bool {
+		id = string(v)
+		return false
 	})
 	if err != nil {
 		return nil, err
@@ -145,9 +141,9 @@ func (t *txn) nextReady(qkey string) (*todoRec, error) {
 // has expired.
 func (t *txn) recoverLeases(qkey string) error {
 	var ids []string
-	prefix := qkey + sep
+	prefix := idxKey(idxLease, qkey, "")
 	end := prefix + timeKey(t.now.Add(time.Nanosecond))
-	err := t.tx.Scan(tLeases, []byte(prefix), []byte(end), func(k, _ []byte) bool {
+	err := t.tx.Scan(tIdx, []byte(prefix), []byte(end), func(k, _ []byte) bool {
 		ids = append(ids, string(k[len(prefix)+8:]))
 		return true
 	})
@@ -181,7 +177,7 @@ func (t *txn) expireLease(id string) error {
 // requeue returns a leased todo to its queue, available at at, closing the
 // running attempt with how.
 func (t *txn) requeue(r *todoRec, at time.Time, how Outcome, reason string) error {
-	if err := t.del(tLeases, leaseKey(r)); err != nil {
+	if err := t.del(tIdx, leaseKey(r)); err != nil {
 		return err
 	}
 	r.closeAttempt(t.now, how, reason)
@@ -190,7 +186,7 @@ func (t *txn) requeue(r *todoRec, at time.Time, how Outcome, reason string) erro
 	if err := t.put(tTodos, r.ID, r); err != nil {
 		return err
 	}
-	return t.putRaw(tReady, readyKey(r), r.ID)
+	return t.enqueue(r)
 }
 
 // leased loads the todo a lease names and checks the lease is its current,
@@ -262,11 +258,11 @@ func (s *Switchboard) Heartbeat(ctx context.Context, c Credential, l Lease, d ti
 			exp = ceiling
 		}
 		if exp.After(r.LeaseExpiresAt) {
-			if err := t.del(tLeases, leaseKey(r)); err != nil {
+			if err := t.del(tIdx, leaseKey(r)); err != nil {
 				return err
 			}
 			r.LeaseExpiresAt, r.UpdatedAt = exp, t.now
-			if err := t.putRaw(tLeases, leaseKey(r), ""); err != nil {
+			if err := t.putRaw(tIdx, leaseKey(r), ""); err != nil {
 				return err
 			}
 			if err := t.put(tTodos, r.ID, r); err != nil {

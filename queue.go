@@ -42,11 +42,14 @@ func (s *Switchboard) Redrive(ctx context.Context, c Credential, todoID string) 
 		if r.State != TodoDead {
 			return fmt.Errorf("%w: todo is %s", ErrInvalidTransition, r.State)
 		}
+		if err := t.del(tIdx, endedKey(r)); err != nil {
+			return err
+		}
 		r.State, r.Attempts, r.AvailableAt, r.UpdatedAt, r.EndedAt = TodoQueued, 0, t.now, t.now, time.Time{}
 		if err := t.put(tTodos, r.ID, r); err != nil {
 			return err
 		}
-		if err := t.putRaw(tReady, readyKey(r), r.ID); err != nil {
+		if err := t.enqueue(r); err != nil {
 			return err
 		}
 		return t.emit(Event{Type: EventTodoRedriven, Actor: agentActor(g.Holder), Grant: g.ID, Todo: r.ID, Queue: r.address()})
@@ -84,7 +87,8 @@ func (s *Switchboard) List(ctx context.Context, c Credential, queue string, opts
 		if err != nil {
 			return err
 		}
-		start := qkey + sep
+		prefix := idxKey(idxQueue, qkey, "")
+		start := prefix
 		if o.After != "" {
 			r, err := t.todo(o.After)
 			if err != nil || r.QueueKey != qkey || !visible(g, r) {
@@ -93,7 +97,7 @@ func (s *Switchboard) List(ctx context.Context, c Credential, queue string, opts
 			start += be64(r.Seq + 1)
 		}
 		var ferr error
-		err = t.tx.Scan(tByQueue, []byte(start), prefixEnd(qkey+sep), func(_, v []byte) bool {
+		err = t.tx.Scan(tIdx, []byte(start), prefixEnd(prefix), func(_, v []byte) bool {
 			r, err := t.todo(string(v))
 			if err != nil {
 				ferr = err
@@ -121,7 +125,7 @@ func (s *Switchboard) List(ctx context.Context, c Credential, queue string, opts
 // listQueued returns the queued todos of a queue in claim order.
 func (t *txn) listQueued(qkey string) ([]Todo, error) {
 	var out []Todo
-	err := t.scanPrefix(tReady, qkey+sep, func(_, id string) (bool, error) {
+	err := t.scanPrefix(tIdx, idxKey(idxReady, qkey, ""), func(_, id string) (bool, error) {
 		r, err := t.todo(id)
 		if err != nil {
 			return false, err

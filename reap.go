@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 )
 
@@ -34,11 +35,10 @@ func (s *Switchboard) Reap(ctx context.Context) (ReapStats, error) {
 		st = ReapStats{}
 		now := timeKey(t.now)
 		var leases []string
-		err := t.scanPrefix(tLeases, "", func(k, _ string) (bool, error) {
-			// queue key \x00 expiry(8) todo id
-			i := len(k) - len("todo_") - 24 - 8
-			if i >= 0 && k[i:i+8] <= now {
-				leases = append(leases, k[i+8:])
+		err := t.scanPrefix(tIdx, string(idxLease), func(k, _ string) (bool, error) {
+			// 'l' queue key \x00 expiry(8) todo id
+			if i := strings.IndexByte(k, 0); i > 0 && len(k) > i+9 && k[i+1:i+9] <= now {
+				leases = append(leases, k[i+9:])
 			}
 			return len(leases) < reapBatch, nil
 		})
@@ -106,8 +106,6 @@ func (s *Switchboard) Reap(ctx context.Context) (ReapStats, error) {
 	})
 	if err != nil {
 		return ReapStats{}, fmt.Errorf("switchboard: reap: %w", err)
-	}
-	if st.LeasesExpired > 0 {
 	}
 	return st, nil
 }

@@ -130,6 +130,7 @@ type Switchboard struct {
 	localDir bool
 	wake     waker // per queue key: blocked claims
 	commits  waker // commitsKey: subscriptions, after any commit that grew the log
+	hot      hotCache
 }
 
 // New returns a Switchboard over st. The caller keeps ownership of st and

@@ -159,8 +159,8 @@ func (s *Switchboard) CreateFor(ctx context.Context, c Credential, queue string,
 		}
 		var human Human = g.Grantor
 		if g.EdgeID != "" {
-			var e edgeRec
-			if err := t.get(tEdges, g.EdgeID, &e, "edge"); err != nil {
+			e, err := getHot[edgeRec](t, tEdges, g.EdgeID, "edge")
+			if err != nil {
 				return err
 			}
 			human = e.Requester
@@ -184,8 +184,6 @@ func (s *Switchboard) CreateFor(ctx context.Context, c Credential, queue string,
 	if err != nil {
 		return Todo{}, false, fmt.Errorf("switchboard: create_for: %w", err)
 	}
-	if created {
-	}
 	return todo, created, nil
 }
 
@@ -195,7 +193,7 @@ func (t *txn) insertTodo(r todoRec, actor string, byGrant bool) (*todoRec, error
 	if err != nil {
 		return nil, err
 	}
-	r.ID, r.Seq, r.State = newID("todo"), seq, TodoQueued
+	r.ID, r.Seq, r.State = newOrderedID("todo", t.now), seq, TodoQueued
 	r.CreatedAt, r.UpdatedAt = t.now, t.now
 	if r.AvailableAt.IsZero() {
 		r.AvailableAt = t.now
@@ -203,30 +201,100 @@ func (t *txn) insertTodo(r todoRec, actor string, byGrant bool) (*todoRec, error
 	if err := t.put(tTodos, r.ID, r); err != nil {
 		return nil, err
 	}
-	if err := t.putRaw(tReady, readyKey(&r), r.ID); err != nil {
+	if err := t.enqueue(&r); err != nil {
 		return nil, err
 	}
-	if err := t.putRaw(tByQueue, r.QueueKey+sep+be64(seq), r.ID); err != nil {
+	if err := t.putRaw(tIdx, idxKey(idxQueue, r.QueueKey, be64(seq)), r.ID); err != nil {
 		return nil, err
 	}
 	if byGrant && r.Origin.Grant != "" {
-		if err := t.putRaw(tByGrant, r.Origin.Grant+sep+be64(seq), r.ID); err != nil {
+		if err := t.putRaw(tIdx, idxKey(idxGrant, r.Origin.Grant, be64(seq)), r.ID); err != nil {
 			return nil, err
 		}
 	}
 	return &r, t.emit(Event{Type: EventTodoCreated, Actor: actor, Persona: r.Origin.Agent, Edge: r.Origin.Edge, Grant: r.Origin.Grant, Todo: r.ID, Queue: r.address()})
 }
 
-// readyKey orders a queue's ready todos: priority (highest first), then
+// The todo index (table tIdx) holds every secondary index of todos in one
+// B+tree, so a commit that touches several of them dirties few pages. A key
+// is one kind byte, then:
+const (
+	idxReady   = 'r' // queue key \x00 priority(4) available-at(8) seq(8) → id: queued and due, in claim order
+	idxDelayed = 'd' // queue key \x00 available-at(8) seq(8) → id: queued, not due yet
+	idxLease   = 'l' // queue key \x00 lease expiry(8) id → "": leased
+	idxQueue   = 'q' // queue key \x00 seq(8) → id: a queue's todos in creation order
+	idxGrant   = 'g' // grant id \x00 seq(8) → id: the todos a grant created
+	idxEnded   = 'e' // ended-at(8) id → "": ended todos, oldest first (for purging)
+)
+
+// idxKey builds a todo index key: kind, scope (a queue key or grant id),
+// \x00, rest.
+func idxKey(kind byte, scope, rest string) string {
+	return string(kind) + scope + sep + rest
+}
+
+// readyKey orders a queue's due todos: priority (highest first), then
 // available-at, then creation order.
 func readyKey(r *todoRec) string {
 	var b []byte
+	b = append(b, idxReady)
 	b = append(b, r.QueueKey...)
 	b = append(b, 0)
 	b = binary.BigEndian.AppendUint32(b, uint32(math.MaxInt32-int64(r.Priority)))
 	b = append(b, timeKey(r.AvailableAt)...)
 	b = append(b, be64(r.Seq)...)
 	return string(b)
+}
+
+// delayedKey orders a queue's todos that are not due yet by when they are.
+func delayedKey(r *todoRec) string {
+	return idxKey(idxDelayed, r.QueueKey, timeKey(r.AvailableAt)+be64(r.Seq))
+}
+
+func leaseKey(r *todoRec) string {
+	return idxKey(idxLease, r.QueueKey, timeKey(r.LeaseExpiresAt)+r.ID)
+}
+
+func endedKey(r *todoRec) string { return string(idxEnded) + timeKey(r.EndedAt) + r.ID }
+
+// enqueue indexes a queued todo: ready if due, else delayed until it is.
+func (t *txn) enqueue(r *todoRec) error {
+	if r.AvailableAt.After(t.now) {
+		return t.putRaw(tIdx, delayedKey(r), r.ID)
+	}
+	return t.putRaw(tIdx, readyKey(r), r.ID)
+}
+
+// maxPromote bounds how many delayed todos one claim moves to ready.
+const maxPromote = 1000
+
+// promote moves a queue's delayed todos that are due to ready. A claim
+// calls it first, so its cost follows what became due, never how much
+// waits further ahead.
+func (t *txn) promote(qkey string) error {
+	prefix := idxKey(idxDelayed, qkey, "")
+	end := prefix + timeKey(t.now.Add(time.Nanosecond))
+	var due []string
+	err := t.tx.Scan(tIdx, []byte(prefix), []byte(end), func(_, v []byte) bool {
+		due = append(due, string(v))
+		return len(due) < maxPromote
+	})
+	if err != nil {
+		return err
+	}
+	for _, id := range due {
+		r, err := t.todo(id)
+		if err != nil {
+			return err
+		}
+		if err := t.del(tIdx, delayedKey(r)); err != nil {
+			return err
+		}
+		if err := t.putRaw(tIdx, readyKey(r), r.ID); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (t *txn) todo(id string) (*todoRec, error) {
@@ -250,17 +318,24 @@ func (t *txn) endTodo(r *todoRec, state TodoState, how Outcome, actor, reason st
 	if err := t.put(tTodos, r.ID, r); err != nil {
 		return err
 	}
+	if err := t.putRaw(tIdx, endedKey(r), ""); err != nil {
+		return err
+	}
 	typ := map[TodoState]EventType{TodoDone: EventTodoCompleted, TodoCancelled: EventTodoCancelled, TodoDead: EventTodoDead}[state]
 	return t.emit(Event{Type: typ, Actor: actor, Persona: r.Origin.Agent, Grant: r.Origin.Grant, Todo: r.ID, Queue: r.address(), Detail: reason})
 }
 
-// unindex removes r from the ready or lease index its state puts it in.
+// unindex removes r from the ready, delayed or lease index its state puts
+// it in.
 func (t *txn) unindex(r *todoRec) error {
 	switch r.State {
 	case TodoQueued:
-		return t.del(tReady, readyKey(r))
+		if err := t.del(tIdx, readyKey(r)); err != nil {
+			return err
+		}
+		return t.del(tIdx, delayedKey(r))
 	case TodoLeased:
-		return t.del(tLeases, leaseKey(r))
+		return t.del(tIdx, leaseKey(r))
 	}
 	return nil
 }

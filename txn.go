@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/switchboardhq/switchboard/store"
@@ -25,12 +26,9 @@ const (
 	tEdgeLive     = "edge_live"      // from \x00 to → edge id (at most one approved per direction)
 	tGrants       = "grants"         // grant id → grantRec
 	tCredIndex    = "grant_cred"     // sha256(credential) → grant id
-	tTodos        = "todos"          // todo id → todoRec
-	tReady        = "todo_ready"     // queue key \x00 prio \x00 available-at \x00 seq → todo id
-	tLeases       = "todo_leases"    // queue key \x00 lease expiry \x00 todo id → ""
+	tTodos        = "todos"          // todo id (time-ordered) → todoRec
+	tIdx          = "todo_index"     // every todo index, one B+tree: see the idx* kinds in todo.go
 	tDedup        = "todo_dedup"     // grant id \x00 dedup key → todo id
-	tByGrant      = "todo_grant"     // grant id \x00 seq → todo id
-	tByQueue      = "todo_queue"     // queue key \x00 seq → todo id
 	tGrantExp     = "grant_expiry"   // expiry, grant id → "" (grants that expire)
 	tReplay       = "oidc_replay"    // sha256(id token) → expiry
 	tReplayExp    = "oidc_expiry"    // expiry, sha256(id token) → "" (for purging)
@@ -40,16 +38,21 @@ const (
 	tCooldown     = "quota_cooldown" // requester human \x00 target persona → until
 	tBlocks       = "blocks"         // blocking human \x00 blocked human → blockRec
 	tEvents       = "events"         // seq → Event
-	tMeta         = "meta"           // counters
+	tMeta         = "meta"           // the audit head and the schema version
 )
 
 // txn is one store transaction plus the helpers every operation shares.
 type txn struct {
 	tx  store.Tx
 	now time.Time
+	hot *hotCache // decoded hot records; nil decodes every time
 
 	readied map[string]bool // queue keys that got a ready todo
 	emitted int             // events appended
+
+	head     uint64 // the audit chain's head seq, once headRead
+	headHash []byte // and the SHA-256 of that event's record
+	headRead bool
 }
 
 // update runs fn in one store Update with the clock read once, so every
@@ -60,7 +63,7 @@ type txn struct {
 func (s *Switchboard) update(ctx context.Context, fn func(*txn) error) error {
 	var last *txn // fn may run more than once; the last run is what committed
 	err := s.st.Update(ctx, func(tx store.Tx) error {
-		last = &txn{tx: tx, now: s.now().UTC()}
+		last = &txn{tx: tx, now: s.now().UTC(), hot: &s.hot}
 		return fn(last)
 	})
 	if err == nil && last != nil {
@@ -78,7 +81,7 @@ func (s *Switchboard) update(ctx context.Context, fn func(*txn) error) error {
 
 // view runs fn in one store View, with the clock read inside it.
 func (s *Switchboard) view(ctx context.Context, fn func(*txn) error) error {
-	return s.st.View(ctx, func(tx store.Tx) error { return fn(&txn{tx: tx, now: s.now().UTC()}) })
+	return s.st.View(ctx, func(tx store.Tx) error { return fn(&txn{tx: tx, now: s.now().UTC(), hot: &s.hot}) })
 }
 
 // get decodes the record under key; a missing record is ErrNotFound with
@@ -91,13 +94,79 @@ func (t *txn) get(table string, key string, v any, what string) error {
 	if err != nil {
 		return fmt.Errorf("switchboard: read %s: %w", table, err)
 	}
-	if err := json.Unmarshal(b, v); err != nil {
+	if err := decodeRecord(b, v); err != nil {
 		return fmt.Errorf("switchboard: decode %s %q: %w", table, key, err)
 	}
 	return nil
 }
 
+// storedRecord and loadedRecord are record types with a stored form of
+// their own (see todoRec): put and get use it directly.
+type (
+	storedRecord interface{ storedForm() any }
+	loadedRecord interface{ loadStored([]byte) error }
+)
+
+func decodeRecord(b []byte, v any) error {
+	if r, ok := v.(loadedRecord); ok {
+		return r.loadStored(b)
+	}
+	return json.Unmarshal(b, v)
+}
+
+// hotCache remembers the decoded form of hot records — grants, read by
+// every agent call, and edges — keyed by their exact stored bytes, so a
+// record read again unchanged is not decoded again. Keying by the bytes
+// (not the record's id) makes a hit always right, whoever changed the
+// store: a record another process rewrote has other bytes and misses.
+type hotCache struct {
+	mu sync.Mutex
+	m  map[string]any
+}
+
+// hotCacheSize bounds the cache; it is emptied when full.
+const hotCacheSize = 4096
+
+// getHot is get for a hot record type: it returns a copy of the decoded
+// record, from the cache when the stored bytes are ones it decoded before.
+// The copy shares slices with the cached value, so callers must not modify
+// them in place.
+func getHot[T any](t *txn, table, key, what string) (*T, error) {
+	b, err := t.tx.Get(table, []byte(key))
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, notFound(what)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("switchboard: read %s: %w", table, err)
+	}
+	ck := table + sep + string(b)
+	if t.hot != nil {
+		t.hot.mu.Lock()
+		v, ok := t.hot.m[ck].(T)
+		t.hot.mu.Unlock()
+		if ok {
+			return &v, nil
+		}
+	}
+	var v T
+	if err := decodeRecord(b, &v); err != nil {
+		return nil, fmt.Errorf("switchboard: decode %s %q: %w", table, key, err)
+	}
+	if t.hot != nil {
+		t.hot.mu.Lock()
+		if t.hot.m == nil || len(t.hot.m) >= hotCacheSize {
+			t.hot.m = make(map[string]any)
+		}
+		t.hot.m[ck] = v
+		t.hot.mu.Unlock()
+	}
+	return &v, nil
+}
+
 func (t *txn) put(table string, key string, v any) error {
+	if r, ok := v.(storedRecord); ok {
+		v = r.storedForm()
+	}
 	b, err := json.Marshal(v)
 	if err != nil {
 		return fmt.Errorf("switchboard: encode %s: %w", table, err)
@@ -106,13 +175,13 @@ func (t *txn) put(table string, key string, v any) error {
 }
 
 func (t *txn) putRaw(table string, key string, v string) error {
-	if table == tReady {
+	if table == tIdx && len(key) > 0 && key[0] == idxReady {
 		// A ready todo: its queue's blocked claims wake after commit.
-		if i := strings.IndexByte(key, 0); i > 0 {
+		if i := strings.IndexByte(key, 0); i > 1 {
 			if t.readied == nil {
 				t.readied = map[string]bool{}
 			}
-			t.readied[key[:i]] = true
+			t.readied[key[1:i]] = true
 		}
 	}
 	return t.tx.Put(table, []byte(key), []byte(v))
@@ -132,20 +201,6 @@ func (t *txn) lookup(table, key string) (string, error) {
 		return "", fmt.Errorf("switchboard: read %s: %w", table, err)
 	}
 	return string(b), nil
-}
-
-// nextSeq returns a store-wide increasing sequence number.
-func (t *txn) nextSeq() (uint64, error) {
-	var n uint64
-	b, err := t.tx.Get(tMeta, []byte("seq"))
-	switch {
-	case err == nil:
-		n = binary.BigEndian.Uint64(b)
-	case !errors.Is(err, store.ErrNotFound):
-		return 0, err
-	}
-	n++
-	return n, t.tx.Put(tMeta, []byte("seq"), binary.BigEndian.AppendUint64(nil, n))
 }
 
 // prefixEnd returns the smallest key greater than every key with prefix p.
@@ -176,6 +231,20 @@ func (t *txn) scanPrefix(table, prefix string, fn func(k, v string) (bool, error
 		return err
 	}
 	return ferr
+}
+
+// newOrderedID returns prefix_ followed by 48 bits of the time in
+// milliseconds and 80 random bits, in hex: ids made later sort later, so
+// records keyed by them are appended to their B+tree instead of landing
+// on a random page of it.
+func newOrderedID(prefix string, now time.Time) string {
+	var b [16]byte
+	ms := uint64(max(now.UnixMilli(), 0))
+	binary.BigEndian.PutUint64(b[:8], ms<<16)
+	if _, err := rand.Read(b[6:]); err != nil {
+		panic("switchboard: crypto/rand failed: " + err.Error())
+	}
+	return prefix + "_" + hex.EncodeToString(b[:])
 }
 
 // newID returns prefix_ followed by 96 random bits in hex.

@@ -322,11 +322,17 @@ type todoRecStored struct {
 	LeaseToken string `json:"lease_token,omitempty"`
 }
 
-func (r todoRec) MarshalJSON() ([]byte, error) {
-	return json.Marshal(todoRecStored{todoPlain(r.Todo), r.QueueKey, r.Seq, r.LeaseToken})
+func (r todoRec) MarshalJSON() ([]byte, error) { return json.Marshal(r.storedForm()) }
+
+func (r *todoRec) UnmarshalJSON(b []byte) error { return r.loadStored(b) }
+
+// storedForm and loadStored let txn.put and txn.get encode a todo without
+// going through MarshalJSON, which encoding/json would re-scan and compact.
+func (r todoRec) storedForm() any {
+	return todoRecStored{todoPlain(r.Todo), r.QueueKey, r.Seq, r.LeaseToken}
 }
 
-func (r *todoRec) UnmarshalJSON(b []byte) error {
+func (r *todoRec) loadStored(b []byte) error {
 	var s todoRecStored
 	if err := json.Unmarshal(b, &s); err != nil {
 		return err
@@ -340,11 +346,13 @@ type grantRecStored struct {
 	CredHash []byte `json:"cred_hash"`
 }
 
-func (r grantRec) MarshalJSON() ([]byte, error) {
-	return json.Marshal(grantRecStored{grantPlain(r.Grant), r.CredHash})
-}
+func (r grantRec) MarshalJSON() ([]byte, error) { return json.Marshal(r.storedForm()) }
 
-func (r *grantRec) UnmarshalJSON(b []byte) error {
+func (r *grantRec) UnmarshalJSON(b []byte) error { return r.loadStored(b) }
+
+func (r grantRec) storedForm() any { return grantRecStored{grantPlain(r.Grant), r.CredHash} }
+
+func (r *grantRec) loadStored(b []byte) error {
 	var s grantRecStored
 	if err := json.Unmarshal(b, &s); err != nil {
 		return err
