@@ -3,6 +3,8 @@
 package switchboard
 
 import (
+	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -192,6 +194,9 @@ func New(st store.Store, cfg *Config) (*Switchboard, error) {
 		if ld, ok := d.(localDirectory); ok && sameStore(ld.st, st) {
 			local = true
 		}
+	}
+	if err := migrate(context.Background(), st, c.Clock.Now); err != nil {
+		return nil, fmt.Errorf("switchboard: open store: %w", err)
 	}
 	return &Switchboard{st: st, cfg: c, now: c.Clock.Now, oidc: v, limits: l, quotas: c.Quotas.withDefaults(), dirs: dirs, localDir: local}, nil
 }

@@ -1,0 +1,74 @@
+package switchboard_test
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	sb "github.com/switchboardhq/switchboard"
+	"github.com/switchboardhq/switchboard/store/bolt"
+)
+
+// TestUpgradeFromV1 opens a bolt file written by the previous layout (one
+// table per todo index, a meta seq counter; made by that version's code at
+// 2026-11-01T12:00Z: a done todo, a leased one, a delayed one of high
+// priority, a queued one with a dedup key) and checks that New upgrades it
+// in place with nothing lost: order, leases, delays and dedup keys hold.
+func TestUpgradeFromV1(t *testing.T) {
+	raw, err := os.ReadFile("testdata/v1.db")
+	require.NoError(t, err)
+	var fx struct {
+		Credential sb.Credential `json:"credential"`
+		Lease      sb.Lease      `json:"lease"`
+	}
+	b, err := os.ReadFile("testdata/v1.db.json")
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(b, &fx))
+	path := filepath.Join(t.TempDir(), "v1.db")
+	require.NoError(t, os.WriteFile(path, raw, 0o600))
+	st, err := bolt.Open(path, nil)
+	require.NoError(t, err)
+	defer st.Close()
+	clk := &clock{t: time.Date(2026, 11, 1, 12, 1, 0, 0, time.UTC)}
+	cfg := &sb.Config{Clock: clk, Issuers: []sb.Issuer{{URL: "https://issuer.example", ClientID: "v1"}}}
+	s, err := sb.New(st, cfg)
+	require.NoError(t, err)
+	_, err = sb.New(st, cfg) // a second open finds the new layout
+	require.NoError(t, err)
+
+	titles := func() []string {
+		all, err := s.List(ctx, fx.Credential, "inbox", nil)
+		require.NoError(t, err)
+		var out []string
+		for _, td := range all {
+			out = append(out, td.Title+":"+string(td.State))
+		}
+		return out
+	}
+	require.Equal(t, []string{"done:done", "leased:leased", "delayed:queued", "queued:queued"}, titles())
+	require.NoError(t, s.Complete(ctx, fx.Credential, fx.Lease, nil), "a lease taken before the upgrade still completes")
+	td, l, err := s.Claim(ctx, fx.Credential, "inbox", nil)
+	require.NoError(t, err)
+	require.Equal(t, "queued", td.Title, "the delayed todo (priority 9) is not due yet")
+	require.NoError(t, s.Complete(ctx, fx.Credential, l, nil))
+	again, created, err := s.CreateFor(ctx, fx.Credential, "inbox", sb.NewTodo{Kind: "k", DedupKey: "d1"})
+	require.NoError(t, err)
+	require.False(t, created, "the dedup key written before the upgrade still matches")
+	require.Equal(t, td.ID, again.ID)
+	_, _, err = s.CreateFor(ctx, fx.Credential, "inbox", sb.NewTodo{Kind: "k", Title: "new"})
+	require.NoError(t, err)
+	td, _, err = s.Claim(ctx, fx.Credential, "inbox", nil)
+	require.NoError(t, err)
+	require.Equal(t, "new", td.Title)
+	clk.Advance(time.Hour) // new's lease lapses; delayed is due
+	td, _, err = s.Claim(ctx, fx.Credential, "inbox", nil)
+	require.NoError(t, err)
+	require.Equal(t, "delayed", td.Title, "due now")
+	require.Equal(t, []string{"done:done", "leased:done", "delayed:leased", "queued:done", "new:queued"}, titles())
+	_, err = s.VerifyAudit(ctx)
+	require.NoError(t, err)
+}
