@@ -4,6 +4,7 @@
 package switchboard
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -51,6 +52,12 @@ type Grant struct {
 type grantRec struct {
 	Grant
 	CredHash []byte `json:"cred_hash"`
+}
+
+func (r grantRec) clone() grantRec {
+	r.Scope = r.Scope.clone()
+	r.CredHash = bytes.Clone(r.CredHash)
+	return r
 }
 
 // live reports whether g can be used at now.

@@ -3,6 +3,7 @@
 package switchboard
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -16,7 +17,7 @@ import (
 	"github.com/switchboardhq/switchboard/internal/strictjson"
 )
 
-// keySet is the oidc.KeySet switchboard uses: a static set, or an issuer's
+// keySet is the key set of one issuer: a static set, or an issuer's
 // JWKS fetched on first use and refetched when a token names a key id the
 // cached set lacks or the set is older than keyMaxAge — never more often
 // than once per interval, so a flood of tokens with made-up key ids costs
@@ -44,15 +45,20 @@ const maxJWKS = 1 << 20
 
 var errNoKey = errors.New("no key of the issuer verifies the signature")
 
-// VerifySignature implements oidc.KeySet.
-func (k *keySet) VerifySignature(ctx context.Context, raw string) ([]byte, error) {
-	jws, err := jose.ParseSignedCompact(raw, k.algs)
+// verifyJWS checks the signature of a token parsed once by parseIDToken,
+// and that what it signs is the payload that parse decoded.
+func (k *keySet) verifyJWS(ctx context.Context, jws *jose.JSONWebSignature, payload []byte) error {
+	p, err := k.verify(ctx, jws)
 	if err != nil {
-		return nil, fmt.Errorf("malformed JWS: %w", err)
+		return err
 	}
-	if len(jws.Signatures) != 1 {
-		return nil, errors.New("JWS must carry exactly one signature")
+	if !bytes.Equal(p, payload) {
+		return errors.New("signed payload differs from the token's payload")
 	}
+	return nil
+}
+
+func (k *keySet) verify(ctx context.Context, jws *jose.JSONWebSignature) ([]byte, error) {
 	kid := jws.Signatures[0].Header.KeyID
 	if k.url != "" && k.stale() {
 		if err := k.refresh(ctx); err != nil && ctx.Err() != nil {

@@ -5,6 +5,7 @@ import (
 	"crypto/rsa"
 	"crypto/x509"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -37,6 +38,16 @@ func TestForgedProvenanceIsRejected(t *testing.T) {
 			edit(&c)
 			return h.iss.Sign(c)
 		}
+		// raw signs valid()'s claims edited as JSON, with the issuer's key.
+		raw := func(edit func(map[string]any)) string {
+			var m map[string]any
+			require.NoError(t, json.Unmarshal([]byte(valid().JSON()), &m))
+			edit(m)
+			b, err := json.Marshal(m)
+			require.NoError(t, err)
+			key, kid := h.iss.Key()
+			return switchboardtest.SignWith(key, kid, jose.RS256, string(b))
+		}
 		rogue, err := switchboardtest.NewIssuer("switchboard-test") // a real issuer nobody allow-listed
 		require.NoError(t, err)
 		defer rogue.Close()
@@ -65,6 +76,14 @@ func TestForgedProvenanceIsRejected(t *testing.T) {
 				c.Expiry = now.Add(-time.Minute)
 			})},
 			{"no expiry", with(func(c *switchboardtest.Claims) { c.Expiry = time.Time{} })},
+			{"audience array without us", raw(func(m map[string]any) { m["aud"] = []any{"someone-else"} })},
+			{"audience of the wrong type", raw(func(m map[string]any) { m["aud"] = 5 })},
+			{"no sub", raw(func(m map[string]any) { delete(m, "sub") })},
+			{"sub not a string", raw(func(m map[string]any) { m["sub"] = 7 })},
+			{"exp as a string", raw(func(m map[string]any) { m["exp"] = fmt.Sprint(m["exp"]) })},
+			{"not valid before an hour from now", raw(func(m map[string]any) { m["nbf"] = now.Add(time.Hour).Unix() })},
+			{"name not a string", raw(func(m map[string]any) { m["name"] = 5 })},
+			{"amr not an array", raw(func(m map[string]any) { m["amr"] = "pwd" })},
 			{"iat too old", with(func(c *switchboardtest.Claims) { c.IssuedAt = now.Add(-11 * time.Minute) })},
 			{"iat in the future", with(func(c *switchboardtest.Claims) { c.IssuedAt = now.Add(5 * time.Minute) })},
 			{"no iat", with(func(c *switchboardtest.Claims) { c.IssuedAt = time.Time{} })},
@@ -96,6 +115,12 @@ func TestForgedProvenanceIsRejected(t *testing.T) {
 		}
 
 		assert.Zero(t, rogue.Requests(), "an issuer not on the list is refused before any network call")
+
+		// An audience array that names us among others is accepted.
+		multi := raw(func(m map[string]any) { m["aud"] = []any{"someone-else", h.iss.ClientID} })
+		me, _, err := h.sb.Request(ctx, sb.FriendRequest{Pickup: testPickup, From: from, To: to, Scope: inboxCreate, Why: why, IDToken: multi})
+		require.NoError(t, err)
+		require.NoError(t, h.sb.Withdraw(ctx, h.alice, me.ID))
 
 		// A valid token of a human who does not own the requesting agent is
 		// a different error: the token is fine, the human is not allowed.

@@ -91,6 +91,17 @@ type ScopeEntry struct {
 // sorted and unique, and no entry without verbs. The nil Scope is empty.
 type Scope []ScopeEntry
 
+func (s Scope) clone() Scope {
+	if s == nil {
+		return nil
+	}
+	out := make(Scope, len(s))
+	for i, e := range s {
+		out[i] = ScopeEntry{Queue: e.Queue, Verbs: slices.Clone(e.Verbs)}
+	}
+	return out
+}
+
 // Normalize returns s in normal form: entries for one queue merged, verbs
 // sorted and deduplicated, empty entries dropped. It does not validate names
 // or verbs; Validate does.

@@ -35,3 +35,22 @@ func TestRulesCannotBeChangedByImporters(t *testing.T) {
 		require.ErrorIs(t, err, sb.ErrInvalidArgument, "cancel is never grantable to a friend")
 	})
 }
+
+// TestReturnedGrantIsACopy: a caller that edits the Grant Authenticate
+// returned (its scope's verbs, in place) changes nothing the library
+// enforces — decoded grants are cached, and the cache must not be shared.
+func TestReturnedGrantIsACopy(t *testing.T) {
+	eachBackend(t, func(t *testing.T, h *harness) {
+		_, cred := h.friend(h.alice, h.bob, "alice-bot", "bob-desk", inboxCreate)
+		for range 2 { // the second call is served from the cache
+			g, err := h.sb.Authenticate(ctx, cred)
+			require.NoError(t, err)
+			g.Scope[0].Verbs[0] = sb.VerbClaim
+			g.Scope[0].Queue = "other"
+		}
+		_, _, err := h.sb.Claim(ctx, cred, "inbox", nil)
+		require.ErrorIs(t, err, sb.ErrForbidden)
+		_, _, err = h.sb.CreateFor(ctx, cred, "inbox", sb.NewTodo{Kind: "k"})
+		require.NoError(t, err)
+	})
+}

@@ -159,11 +159,11 @@ func (s *Switchboard) CreateFor(ctx context.Context, c Credential, queue string,
 		}
 		var human Human = g.Grantor
 		if g.EdgeID != "" {
-			e, err := getHot[edgeRec](t, tEdges, g.EdgeID, "edge")
+			r, err := getHot[edgeRequester](t, tEdges, g.EdgeID, "edge")
 			if err != nil {
 				return err
 			}
-			human = e.Requester
+			human = r.Requester
 		}
 		rec, err := t.insertTodo(todoRec{Todo: Todo{
 			Queue: queue, Kind: n.Kind, Title: n.Title, Payload: n.Payload,
@@ -186,6 +186,14 @@ func (s *Switchboard) CreateFor(ctx context.Context, c Credential, queue string,
 	}
 	return todo, created, nil
 }
+
+// edgeRequester is the one field of an edge record CreateFor reads, and
+// all the hot cache keeps of it.
+type edgeRequester struct {
+	Requester Human `json:"requester"`
+}
+
+func (e edgeRequester) clone() edgeRequester { return e }
 
 // insertTodo stores a new queued todo and its indexes.
 func (t *txn) insertTodo(r todoRec, actor string, byGrant bool) (*todoRec, error) {

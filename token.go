@@ -8,9 +8,12 @@ package switchboard
 import (
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
+	"time"
 
 	jose "github.com/go-jose/go-jose/v4"
 
@@ -19,9 +22,10 @@ import (
 
 // idToken is an ID token read once, before its signature is checked.
 type idToken struct {
-	jws    *jose.JSONWebSignature
-	claims map[string]any // the payload, decoded strictly
-	hash   string         // base64url SHA-256 of the signed payload
+	jws     *jose.JSONWebSignature
+	payload []byte         // the signed payload, as decoded from its segment
+	claims  map[string]any // the payload, decoded strictly
+	hash    string         // base64url SHA-256 of the signed payload
 }
 
 // readClaimNames are the claims switchboard or go-oidc read; a key that
@@ -78,7 +82,7 @@ func parseIDToken(raw string, maxLen int, algs []jose.SignatureAlgorithm) (*idTo
 		return nil, errors.New("ID token must carry exactly one signature")
 	}
 	h := sha256.Sum256(dec[1])
-	return &idToken{jws: jws, claims: claims, hash: base64.RawURLEncoding.EncodeToString(h[:])}, nil
+	return &idToken{jws: jws, payload: dec[1], claims: claims, hash: base64.RawURLEncoding.EncodeToString(h[:])}, nil
 }
 
 // canonicalSegment decodes one segment of a compact JWS, refusing any
@@ -124,4 +128,95 @@ func strictObject(b []byte, names ...string) (map[string]any, error) {
 func (t *idToken) claimString(name string) string {
 	s, _ := t.claims[name].(string)
 	return s
+}
+
+// idClaims are the claims verify checks, read from the one strict decoding
+// of the payload.
+type idClaims struct {
+	iss, sub           string
+	exp, iat, nbf      time.Time // nbf zero when absent
+	nonce, name, email string
+	acr                string
+	amr                []string
+}
+
+// readClaims reads and type-checks the claims of a token whose signature
+// verified: iss and sub non-empty strings, aud (a string or an array of
+// strings) naming clientID, exp and iat present NumericDates, and the
+// optional ones of the right type when present.
+func (t *idToken) readClaims(clientID string) (idClaims, error) {
+	var c idClaims
+	var err error
+	str := func(name string, required bool) string {
+		v, ok := t.claims[name]
+		if err != nil || (!ok && !required) {
+			return ""
+		}
+		s, isStr := v.(string)
+		if !isStr || (required && s == "") {
+			err = fmt.Errorf("claim %q must be a non-empty string", name)
+			if !required {
+				err = fmt.Errorf("claim %q must be a string", name)
+			}
+		}
+		return s
+	}
+	date := func(name string, required bool) time.Time {
+		v, ok := t.claims[name]
+		if err != nil || (!ok && !required) {
+			return time.Time{}
+		}
+		n, isNum := v.(json.Number)
+		if !isNum {
+			err = fmt.Errorf("claim %q must be a NumericDate", name)
+			return time.Time{}
+		}
+		f, ferr := n.Float64()
+		if ferr != nil || math.IsNaN(f) || math.IsInf(f, 0) || f < 0 || f > 1e12 {
+			err = fmt.Errorf("claim %q is not a NumericDate in range", name)
+			return time.Time{}
+		}
+		sec, frac := math.Modf(f)
+		return time.Unix(int64(sec), int64(frac*1e9)).UTC()
+	}
+	c.iss, c.sub = str("iss", true), str("sub", true)
+	c.exp, c.iat, c.nbf = date("exp", true), date("iat", true), date("nbf", false)
+	c.nonce, c.name, c.email, c.acr = str("nonce", false), str("name", false), str("email", false), str("acr", false)
+	if err != nil {
+		return idClaims{}, err
+	}
+	switch aud := t.claims["aud"].(type) {
+	case string:
+		if aud != clientID {
+			return idClaims{}, errors.New("audience does not name this client")
+		}
+	case []any:
+		found := false
+		for _, a := range aud {
+			s, ok := a.(string)
+			if !ok {
+				return idClaims{}, errors.New(`claim "aud" must be a string or an array of strings`)
+			}
+			found = found || s == clientID
+		}
+		if !found {
+			return idClaims{}, errors.New("audience does not name this client")
+		}
+	default:
+		return idClaims{}, errors.New(`claim "aud" must be a string or an array of strings`)
+	}
+	if v, ok := t.claims["amr"]; ok {
+		list, isList := v.([]any)
+		if !isList {
+			return idClaims{}, errors.New(`claim "amr" must be an array of strings`)
+		}
+		for _, m := range list {
+			s, ok := m.(string)
+			if !ok {
+				return idClaims{}, errors.New(`claim "amr" must be an array of strings`)
+			}
+			c.amr = append(c.amr, s)
+		}
+	}
+	return c, nil
 }

@@ -127,11 +127,15 @@ type hotCache struct {
 // hotCacheSize bounds the cache; it is emptied when full.
 const hotCacheSize = 4096
 
-// getHot is get for a hot record type: it returns a copy of the decoded
-// record, from the cache when the stored bytes are ones it decoded before.
-// The copy shares slices with the cached value, so callers must not modify
-// them in place.
-func getHot[T any](t *txn, table, key, what string) (*T, error) {
+// hotRecord is a record type the hot cache may hold: clone returns a deep
+// copy, so no caller — nor a user handed the record — can change the
+// cached value through a shared slice.
+type hotRecord[T any] interface{ clone() T }
+
+// getHot is get for a hot record type: it returns a deep copy of the
+// decoded record, from the cache when the stored bytes are ones it decoded
+// before.
+func getHot[T hotRecord[T]](t *txn, table, key, what string) (*T, error) {
 	b, err := t.tx.Get(table, []byte(key))
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, notFound(what)
@@ -145,7 +149,8 @@ func getHot[T any](t *txn, table, key, what string) (*T, error) {
 		v, ok := t.hot.m[ck].(T)
 		t.hot.mu.Unlock()
 		if ok {
-			return &v, nil
+			c := v.clone()
+			return &c, nil
 		}
 	}
 	var v T
@@ -157,7 +162,7 @@ func getHot[T any](t *txn, table, key, what string) (*T, error) {
 		if t.hot.m == nil || len(t.hot.m) >= hotCacheSize {
 			t.hot.m = make(map[string]any)
 		}
-		t.hot.m[ck] = v
+		t.hot.m[ck] = v.clone()
 		t.hot.mu.Unlock()
 	}
 	return &v, nil
