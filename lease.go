@@ -43,12 +43,44 @@ type ClaimOptions struct {
 // correctness never depends on a reaper. When nothing is ready it returns
 // ErrQueueEmpty, or with opts.Wait blocks until work arrives or ctx ends.
 func (s *Switchboard) Claim(ctx context.Context, c Credential, queue string, opts *ClaimOptions) (Todo, Lease, error) {
+	got, err := s.claim(ctx, c, queue, 1, opts)
+	if err != nil {
+		return Todo{}, Lease{}, fmt.Errorf("switchboard: claim: %w", err)
+	}
+	return got[0].Todo, got[0].Lease, nil
+}
+
+// Claimed is one todo a claim leased, with its lease.
+type Claimed struct {
+	Todo  Todo  `json:"todo"`
+	Lease Lease `json:"lease"`
+}
+
+// MaxClaimN bounds how many todos one ClaimN or CompleteAndClaim leases.
+const MaxClaimN = 100
+
+// ClaimN leases up to n ready todos of queue (1 ≤ n ≤ MaxClaimN) in one
+// transaction — one commit for all of them — in the order Claim would take
+// them one by one. It returns at least one, or ErrQueueEmpty; with
+// opts.Wait it blocks until at least one is ready or ctx ends.
+func (s *Switchboard) ClaimN(ctx context.Context, c Credential, queue string, n int, opts *ClaimOptions) ([]Claimed, error) {
+	if n < 1 || n > MaxClaimN {
+		return nil, fmt.Errorf("switchboard: claim: %w", invalid("n is %d, want 1 to %d", n, MaxClaimN))
+	}
+	got, err := s.claim(ctx, c, queue, n, opts)
+	if err != nil {
+		return nil, fmt.Errorf("switchboard: claim: %w", err)
+	}
+	return got, nil
+}
+
+func (s *Switchboard) claim(ctx context.Context, c Credential, queue string, n int, opts *ClaimOptions) ([]Claimed, error) {
 	var o ClaimOptions
 	if opts != nil {
 		o = *opts
 	}
-	if o.Lease < 0 || o.Lease > s.cfg.MaxLease {
-		return Todo{}, Lease{}, fmt.Errorf("switchboard: claim: %w", invalid("lease %s outside (0, %s]", o.Lease, s.cfg.MaxLease))
+	if err := s.checkLease(o.Lease); err != nil {
+		return nil, err
 	}
 	qk := ""
 	if o.Wait {
@@ -58,43 +90,63 @@ func (s *Switchboard) Claim(ctx context.Context, c Credential, queue string, opt
 		// Take the wake-up channel before looking, so a CreateFor that
 		// commits between the look and the wait is not missed.
 		woken := s.wake.wait(qk)
-		todo, lease, err := s.claimOnce(ctx, c, queue, o)
+		var got []Claimed
+		err := s.update(ctx, func(t *txn) error {
+			g, qkey, err := s.authorize(t, c, queue, VerbClaim)
+			if err != nil {
+				return err
+			}
+			got, err = s.claimIn(t, g, qkey, n, o.Lease)
+			if err == nil && len(got) == 0 {
+				err = ErrQueueEmpty
+			}
+			return err
+		})
 		if !o.Wait || !errors.Is(err, ErrQueueEmpty) {
-			return todo, lease, err
+			return got, err
 		}
 		select {
 		case <-ctx.Done():
-			return Todo{}, Lease{}, fmt.Errorf("switchboard: claim: %w", ctx.Err())
+			return nil, ctx.Err()
 		case <-woken:
 		case <-s.cfg.Clock.After(s.cfg.PollInterval):
 		}
 	}
 }
 
-func (s *Switchboard) claimOnce(ctx context.Context, c Credential, queue string, o ClaimOptions) (Todo, Lease, error) {
-	var todo Todo
-	var lease Lease
-	err := s.update(ctx, func(t *txn) error {
-		g, qkey, err := s.authorize(t, c, queue, VerbClaim)
+func (s *Switchboard) checkLease(d time.Duration) error {
+	if d < 0 || d > s.cfg.MaxLease {
+		return invalid("lease %s outside (0, %s]", d, s.cfg.MaxLease)
+	}
+	return nil
+}
+
+// claimIn leases up to n ready todos of the queue qkey under grant g, inside
+// t: the one claiming path of Claim, ClaimN and CompleteAndClaim. Expired
+// leases of the queue are recovered and due delayed todos promoted first.
+// It returns none, without error, when nothing is ready.
+func (s *Switchboard) claimIn(t *txn, g *grantRec, qkey string, n int, d time.Duration) ([]Claimed, error) {
+	if err := t.recoverLeases(qkey); err != nil {
+		return nil, err
+	}
+	if err := t.promote(qkey); err != nil {
+		return nil, err
+	}
+	if d == 0 {
+		d = s.leaseFor(g)
+	}
+	ids, err := t.firstReady(qkey, n)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Claimed, 0, len(ids))
+	for _, id := range ids {
+		r, err := t.todo(id)
 		if err != nil {
-			return err
-		}
-		if err := t.recoverLeases(qkey); err != nil {
-			return err
-		}
-		if err := t.promote(qkey); err != nil {
-			return err
-		}
-		r, err := t.nextReady(qkey)
-		if err != nil {
-			return err
-		}
-		d := o.Lease
-		if d == 0 {
-			d = s.leaseFor(g)
+			return nil, err
 		}
 		if err := t.del(tIdx, readyKey(r)); err != nil {
-			return err
+			return nil, err
 		}
 		r.Attempts++
 		r.State, r.UpdatedAt = TodoLeased, t.now
@@ -104,37 +156,29 @@ func (s *Switchboard) claimOnce(ctx context.Context, c Credential, queue string,
 			r.History = r.History[len(r.History)-maxHistory:]
 		}
 		if err := t.put(tTodos, r.ID, r); err != nil {
-			return err
+			return nil, err
 		}
 		if err := t.putRaw(tIdx, leaseKey(r), ""); err != nil {
-			return err
+			return nil, err
 		}
-		todo = r.Todo
-		lease = Lease{TodoID: r.ID, Token: r.LeaseToken, Attempt: r.Attempts, ExpiresAt: r.LeaseExpiresAt}
-		return t.emit(Event{Type: EventTodoClaimed, Actor: agentActor(g.Holder), Persona: g.Holder, Grant: g.ID, Todo: r.ID, Queue: r.address()})
-	})
-	if err != nil {
-		return Todo{}, Lease{}, fmt.Errorf("switchboard: claim: %w", err)
+		if err := t.emit(Event{Type: EventTodoClaimed, Actor: agentActor(g.Holder), Persona: g.Holder, Grant: g.ID, Todo: r.ID, Queue: r.address()}); err != nil {
+			return nil, err
+		}
+		out = append(out, Claimed{Todo: r.Todo, Lease: Lease{TodoID: r.ID, Token: r.LeaseToken, Attempt: r.Attempts, ExpiresAt: r.LeaseExpiresAt}})
 	}
-	return todo, lease, nil
+	return out, nil
 }
 
-// nextReady returns the first ready todo of the queue (promote has moved
-// every due one there).
-func (t *txn) nextReady(qkey string) (*todoRec, error) {
-	var id string
+// firstReady returns the ids of up to n ready todos of the queue, in claim
+// order (promote has moved every due one to ready).
+func (t *txn) firstReady(qkey string, n int) ([]string, error) {
+	var ids []string
 	prefix := idxKey(idxReady, qkey, "")
 	err := t.tx.Scan(tIdx, []byte(prefix), prefixEnd(prefix), func(_, v []byte) bool {
-		id = string(v)
-		return false
+		ids = append(ids, string(v))
+		return len(ids) < n
 	})
-	if err != nil {
-		return nil, err
-	}
-	if id == "" {
-		return nil, ErrQueueEmpty
-	}
-	return t.todo(id)
+	return ids, err
 }
 
 // recoverLeases re-queues (or dead-letters) todos in the queue whose lease
@@ -205,21 +249,58 @@ func (s *Switchboard) leased(t *txn, c Credential, l Lease, v Verb) (*grantRec, 
 // Complete finishes a leased todo with an optional result. The lease must be
 // the todo's current one, else ErrLeaseLost and nothing changes.
 func (s *Switchboard) Complete(ctx context.Context, c Credential, l Lease, result []byte) error {
-	if len(result) > s.limits.MaxResult {
-		return fmt.Errorf("switchboard: complete: %w", invalid("result is %d bytes, limit %d", len(result), s.limits.MaxResult))
+	if _, err := s.complete(ctx, c, l, result, 0, 0); err != nil {
+		return fmt.Errorf("switchboard: complete: %w", err)
 	}
+	return nil
+}
+
+// CompleteAndClaim completes a leased todo, exactly as Complete, and in the
+// same transaction — one commit — leases up to n (0 ≤ n ≤ MaxClaimN) more
+// ready todos of its queue, as ClaimN would, with lease length lease (zero:
+// the grant's default). It is a worker's fast path: finishing one todo and
+// taking the next costs one commit instead of two. The credential must hold
+// claim on the queue when n > 0, else ErrForbidden and nothing changes.
+// An empty queue is not an error: the completion stands and next is empty.
+// It never waits for work.
+func (s *Switchboard) CompleteAndClaim(ctx context.Context, c Credential, l Lease, result []byte, n int, lease time.Duration) (next []Claimed, err error) {
+	if n < 0 || n > MaxClaimN {
+		return nil, fmt.Errorf("switchboard: complete: %w", invalid("n is %d, want 0 to %d", n, MaxClaimN))
+	}
+	next, err = s.complete(ctx, c, l, result, n, lease)
+	if err != nil {
+		return nil, fmt.Errorf("switchboard: complete: %w", err)
+	}
+	return next, nil
+}
+
+func (s *Switchboard) complete(ctx context.Context, c Credential, l Lease, result []byte, n int, lease time.Duration) ([]Claimed, error) {
+	if len(result) > s.limits.MaxResult {
+		return nil, invalid("result is %d bytes, limit %d", len(result), s.limits.MaxResult)
+	}
+	if err := s.checkLease(lease); err != nil {
+		return nil, err
+	}
+	var next []Claimed
 	err := s.update(ctx, func(t *txn) error {
+		next = nil
 		g, r, err := s.leased(t, c, l, VerbComplete)
 		if err != nil {
 			return err
 		}
+		if n > 0 && !g.Scope.Allows(r.Queue, VerbClaim) {
+			return fmt.Errorf("%w: grant does not allow %s on this queue", ErrForbidden, VerbClaim)
+		}
 		r.Result = result
-		return t.endTodo(r, TodoDone, AttemptCompleted, agentActor(g.Holder), "")
+		if err := t.endTodo(r, TodoDone, AttemptCompleted, agentActor(g.Holder), ""); err != nil {
+			return err
+		}
+		if n > 0 {
+			next, err = s.claimIn(t, g, r.QueueKey, n, lease)
+		}
+		return err
 	})
-	if err != nil {
-		return fmt.Errorf("switchboard: complete: %w", err)
-	}
-	return nil
+	return next, err
 }
 
 // backoff is the delay before retry number attempt: 30 s × 2^(attempt−1),
