@@ -154,8 +154,9 @@ type AuditReport struct {
 	Events      uint64 // how many events were checked
 }
 
-// VerifyAudit walks the audit log from its first stored event to the head
-// and checks every link: each event's key and Seq agree, seqs follow without
+// VerifyAudit walks the audit log from its first event — event 1, or the
+// one after the last event Reap purged, whose hash it must name — to the
+// head and checks every link: each event's key and Seq agree, seqs follow without
 // gaps, each event's Prev is the hash of the stored record before it, and
 // the head recorded with the last write names the last event and its hash —
 // so an edited, deleted, inserted or truncated event is found. It returns
@@ -169,9 +170,15 @@ func (s *Switchboard) VerifyAudit(ctx context.Context) (AuditReport, error) {
 		if err != nil {
 			return err
 		}
+		// The chain starts at event 1, or after the last purged event,
+		// whose hash the first kept one must name.
+		baseSeq, baseHash, err := t.auditBase()
+		if err != nil {
+			return err
+		}
 		var (
-			prevSeq  uint64
-			prevHash []byte
+			prevSeq  = baseSeq
+			prevHash = baseHash
 			broken   *AuditError
 			derr     error
 		)
@@ -184,9 +191,9 @@ func (s *Switchboard) VerifyAudit(ctx context.Context) (AuditReport, error) {
 			switch {
 			case len(k) != 8 || binary.BigEndian.Uint64(k) != e.Seq:
 				broken = &AuditError{Seq: e.Seq, Reason: "stored under another seq"}
-			case rep.Events > 0 && e.Seq != prevSeq+1:
+			case e.Seq != prevSeq+1:
 				broken = &AuditError{Seq: prevSeq + 1, Reason: fmt.Sprintf("missing: event %d follows event %d", e.Seq, prevSeq)}
-			case rep.Events > 0 && e.Prev != base64.RawURLEncoding.EncodeToString(prevHash):
+			case e.Prev != base64.RawURLEncoding.EncodeToString(prevHash):
 				broken = &AuditError{Seq: prevSeq, Reason: fmt.Sprintf("its record does not hash to what event %d recorded", e.Seq)}
 			}
 			if broken != nil {

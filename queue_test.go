@@ -410,7 +410,8 @@ func TestReap(t *testing.T) {
 		h.clock.Advance(8 * 24 * time.Hour)
 		st, err = h.sb.Reap(ctx)
 		require.NoError(t, err)
-		assert.Equal(t, sb.ReapStats{LeasesExpired: 2, EdgesExpired: 1, GrantsExpired: 1, TokensPurged: 2}, st, "both used ID tokens (alice's, carol's) have expired")
+		assert.Equal(t, sb.ReapStats{LeasesExpired: 2, EdgesExpired: 1, GrantsExpired: 1, TokensPurged: 2, TodosPurged: 1}, st,
+			"both used ID tokens (alice's, carol's) have expired; the approval todo of the friend grant ended over 7 days ago")
 		dead, err := h.sb.List(ctx, w, "inbox", &sb.ListOptions{State: sb.TodoDead})
 		require.NoError(t, err)
 		assert.Len(t, dead, 1, "the todo on its last attempt is dead-lettered")

@@ -16,16 +16,20 @@ type ReapStats struct {
 	EdgesExpired  int // pending friend requests past their expiry
 	GrantsExpired int // grants past their expiry or pickup window, revoked
 	TokensPurged  int // remembered ID token hashes whose tokens expired
+	TodosPurged   int // ended todos past Config.TodoRetention, deleted
+	EventsPurged  int // audit events past Config.EventRetention, archived and deleted
 }
 
 // reapBatch bounds the work of one Reap transaction per kind.
 const reapBatch = 500
 
-// Reap does the time-driven work in one transaction: it re-delivers expired
+// Reap does the time-driven work: in one transaction it re-delivers expired
 // leases (dead-lettering todos out of attempts), expires pending friend
-// requests past their expiry (cancelling their approval todos) and revokes
-// grants past their expiry (cancelling their queued todos), and forgets the
-// hashes of used ID tokens that have expired. Each kind is
+// requests past their expiry (cancelling their approval todos), revokes
+// grants past their expiry (cancelling their queued todos), forgets the
+// hashes of used ID tokens that have expired and deletes ended todos past
+// Config.TodoRetention; then it archives (Config.Archive) and deletes audit
+// events past Config.EventRetention, in a second transaction. Each kind is
 // bounded per call; call again while it reports work. Correctness never
 // depends on it — Claim recovers expired leases and every check compares
 // expiry times — but it keeps queues and approval lists tidy.
@@ -101,11 +105,17 @@ func (s *Switchboard) Reap(ctx context.Context) (ReapStats, error) {
 			}
 		}
 		st.GrantsExpired = len(grants)
-		st.TokensPurged, err = t.forgetTokens(reapBatch)
+		if st.TokensPurged, err = t.forgetTokens(reapBatch); err != nil {
+			return err
+		}
+		st.TodosPurged, err = s.purgeTodos(t, reapBatch)
 		return err
 	})
 	if err != nil {
 		return ReapStats{}, fmt.Errorf("switchboard: reap: %w", err)
+	}
+	if st.EventsPurged, err = s.purgeEvents(ctx, reapBatch); err != nil {
+		return st, fmt.Errorf("switchboard: reap: %w", err)
 	}
 	return st, nil
 }
@@ -133,7 +143,8 @@ func (s *Switchboard) Run(ctx context.Context) error {
 				}
 				break
 			}
-			if st.LeasesExpired < reapBatch && st.EdgesExpired < reapBatch && st.GrantsExpired < reapBatch && st.TokensPurged < reapBatch {
+			if st.LeasesExpired < reapBatch && st.EdgesExpired < reapBatch && st.GrantsExpired < reapBatch &&
+				st.TokensPurged < reapBatch && st.TodosPurged < reapBatch && st.EventsPurged < reapBatch {
 				break
 			}
 		}

@@ -70,6 +70,22 @@ type Config struct {
 	// DedupRetention is how long a dedup key keeps returning its todo after
 	// the todo ended. Default 24 hours.
 	DedupRetention time.Duration
+	// TodoRetention is how long an ended todo (done, dead or cancelled) is
+	// kept after it ended; Reap then deletes it with its index entries and
+	// dedup key, so the store's size follows live work, not history. A todo
+	// is kept at least DedupRetention, for its dedup key. Default 7 days;
+	// negative keeps ended todos forever.
+	TodoRetention time.Duration
+	// EventRetention is how long an audit event is kept; Reap then hands
+	// it to Archive (if set) and deletes it. The chain stays verifiable:
+	// VerifyAudit checks the first kept event against the hash of the last
+	// purged one. Default 30 days; negative keeps events forever.
+	EventRetention time.Duration
+	// Archive, if set, receives audit events before Reap purges them, in
+	// seq order, at least once (a crash between archiving and purging hands
+	// the same events again: key them by Seq). If it returns an error the
+	// events are kept and offered again at the next Reap.
+	Archive func(ctx context.Context, events []Event) error
 
 	// Directories are the only places a friend request's target is looked
 	// up, in order. Default: NewLocalDirectory over the Switchboard's store.
@@ -96,6 +112,8 @@ const (
 	defaultLease              = 5 * time.Minute
 	defaultMaxLease           = 24 * time.Hour
 	defaultDedupRetention     = 24 * time.Hour
+	defaultTodoRetention      = 7 * 24 * time.Hour
+	defaultEventRetention     = 30 * 24 * time.Hour
 	defaultPollInterval       = time.Second
 	defaultReapInterval       = 5 * time.Second
 	defaultMaxAttempts        = 5
@@ -162,6 +180,8 @@ func New(st store.Store, cfg *Config) (*Switchboard, error) {
 	orDuration(&c.DefaultLease, defaultLease)
 	orDuration(&c.MaxLease, defaultMaxLease)
 	orDuration(&c.DedupRetention, defaultDedupRetention)
+	orDuration(&c.TodoRetention, defaultTodoRetention)
+	orDuration(&c.EventRetention, defaultEventRetention)
 	orDuration(&c.PollInterval, defaultPollInterval)
 	orDuration(&c.ReapInterval, defaultReapInterval)
 	orInt(&c.MaxAttempts, defaultMaxAttempts)
