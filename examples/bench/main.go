@@ -1,0 +1,449 @@
+// Command bench measures switchboard's hot paths on this machine and prints
+// one table: each figure beside its baseline, measured in the same run, on
+// file stores with fsync on (except the NoSync ceiling).
+//
+//	go run ./examples/bench                 # the full table (a few minutes)
+//	go run ./examples/bench -big=100000 -steady=100000 -d=1s   # quicker
+//
+// Baselines: raw bbolt with one Put per Update at 1 writer, raw bbolt
+// DB.Batch at 16 writers, raw bbolt with NoSync (the CPU ceiling of a
+// commit), and go-oidc's own IDTokenVerifier.Verify of the same tokens.
+package main
+
+import (
+	"context"
+	"crypto"
+	"encoding/binary"
+	"errors"
+	"flag"
+	"fmt"
+	"log"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/coreos/go-oidc/v3/oidc"
+	bbolt "go.etcd.io/bbolt"
+
+	"github.com/switchboardhq/switchboard"
+	"github.com/switchboardhq/switchboard/store"
+	"github.com/switchboardhq/switchboard/store/bolt"
+	"github.com/switchboardhq/switchboard/store/memory"
+	"github.com/switchboardhq/switchboard/switchboardtest"
+)
+
+var (
+	dur    = flag.Duration("d", 2*time.Second, "how long each throughput figure runs")
+	big    = flag.Int("big", 1_000_000, "ready todos for the large-queue claim figure")
+	steady = flag.Int("steady", 1_000_000, "todos created and completed for the steady-state size figure")
+	only   = flag.String("only", "", "run only the rows whose group is this (raw, create, lifecycle, claim, token, size)")
+)
+
+var ctx = context.Background()
+
+type row struct {
+	name, value, base, ratio, target string
+}
+
+var rows []row
+
+func add(name string, v float64, unit string, baseName string, base float64, target string) {
+	r := row{name: name, value: fmt.Sprintf("%.0f %s", v, unit), target: target}
+	if baseName != "" {
+		r.base = fmt.Sprintf("%s %.0f %s", baseName, base, unit)
+		r.ratio = fmt.Sprintf("%.2f×", v/base)
+	}
+	rows = append(rows, r)
+	fmt.Fprintf(os.Stderr, "  %-46s %14s  %s\n", name, r.value, r.ratio)
+}
+
+func main() {
+	flag.Parse()
+	log.SetFlags(0)
+	dir, err := os.MkdirTemp("", "switchboard-bench")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	b := &bench{dir: dir}
+	groups := []struct {
+		name string
+		fn   func()
+	}{
+		{"raw", b.raw}, {"create", b.create}, {"lifecycle", b.lifecycle},
+		{"claim", b.claim}, {"token", b.token}, {"size", b.size},
+	}
+	for _, g := range groups {
+		if *only != "" && *only != g.name {
+			continue
+		}
+		g.fn()
+	}
+	fmt.Printf("| %s | %s | %s | %s | %s |\n", "figure", "value", "baseline (same run)", "ratio", "target")
+	fmt.Println("|---|---|---|---|---|")
+	for _, r := range rows {
+		fmt.Printf("| %s | %s | %s | %s | %s |\n", r.name, r.value, r.base, r.ratio, r.target)
+	}
+}
+
+type bench struct {
+	dir string
+	n   int
+
+	put1, batch16 float64 // the baselines, ops/s
+}
+
+func (b *bench) path() string {
+	b.n++
+	return filepath.Join(b.dir, fmt.Sprintf("db%d", b.n))
+}
+
+// rate runs fn from workers goroutines for *dur and returns calls per second.
+func rate(workers int, fn func(w int) int) float64 {
+	var n atomic.Int64
+	deadline := time.Now().Add(*dur)
+	start := time.Now()
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Now().Before(deadline) {
+				n.Add(int64(fn(w)))
+			}
+		}()
+	}
+	wg.Wait()
+	return float64(n.Load()) / time.Since(start).Seconds()
+}
+
+func must(err error) {
+	if err != nil {
+		log.Fatal(err)
+	}
+}
+
+func value256() []byte { return make([]byte, 256) }
+
+// raw measures the bbolt baselines.
+func (b *bench) raw() {
+	openRaw := func(noSync bool) *bbolt.DB {
+		db, err := bbolt.Open(b.path(), 0o600, &bbolt.Options{NoSync: noSync})
+		must(err)
+		return db
+	}
+	var seq atomic.Uint64
+	put := func(tx *bbolt.Tx) error {
+		bk, err := tx.CreateBucketIfNotExists([]byte("b"))
+		if err != nil {
+			return err
+		}
+		return bk.Put(binary.BigEndian.AppendUint64(nil, seq.Add(1)), value256())
+	}
+	db := openRaw(false)
+	b.put1 = rate(1, func(int) int { must(db.Update(put)); return 1 })
+	add("raw bbolt: one Put per Update, 1 writer", b.put1, "commits/s", "", 0, "baseline")
+	b.batch16 = rate(16, func(int) int { must(db.Batch(put)); return 1 })
+	add("raw bbolt: DB.Batch, 16 writers", b.batch16, "puts/s", "", 0, "baseline")
+	must(db.Close())
+	db = openRaw(true)
+	ns := rate(1, func(int) int { must(db.Update(put)); return 1 })
+	add("raw bbolt: NoSync, 1 writer (CPU ceiling)", ns, "commits/s", "", 0, "ceiling")
+	must(db.Close())
+}
+
+func (b *bench) baselines() {
+	if b.put1 == 0 {
+		b.raw()
+	}
+}
+
+// setup is a Switchboard on st with one friend grant (alice-bot → bob-desk
+// inbox) and bob's own worker grant.
+type setup struct {
+	sb           *switchboard.Switchboard
+	iss          *switchboardtest.Issuer
+	friend, self switchboard.Credential
+	clock        *clock
+}
+
+type clock struct{ off atomic.Int64 }
+
+func (c *clock) Now() time.Time                         { return time.Now().Add(time.Duration(c.off.Load())) }
+func (c *clock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+func (c *clock) advance(d time.Duration)                { c.off.Add(int64(d)) }
+
+var off = switchboard.Quotas{LiveEdgesPerRequester: -1, RequesterBurst: -1, TargetBurst: -1, PendingPerTarget: -1, Cooldown: -1}
+
+func newSetup(st store.Store, cfg switchboard.Config) *setup {
+	iss, err := switchboardtest.NewIssuer("bench")
+	must(err)
+	clk := &clock{}
+	cfg.Issuers = []switchboard.Issuer{iss.Config()}
+	cfg.Clock = clk
+	cfg.Quotas = off
+	sb, err := switchboard.New(st, &cfg)
+	must(err)
+	s := &setup{sb: sb, iss: iss, clock: clk}
+	alice, bob := iss.Human("alice"), iss.Human("bob")
+	for _, p := range []struct {
+		id    string
+		owner switchboard.Human
+	}{{"alice-bot", alice}, {"bob-desk", bob}} {
+		_, err := sb.Publish(ctx, switchboard.Persona{ID: p.id, Owner: p.owner, Discoverable: true,
+			Card: switchboard.PersonaCard(p.id, "bench agent", "1.0.0", "https://hub.example/agents/"+p.id)})
+		must(err)
+	}
+	scope := switchboard.Scope{{Queue: "inbox", Verbs: []switchboard.Verb{switchboard.VerbCreateFor}}}
+	secret, pickup := switchboard.NewPickup()
+	req := switchboard.FriendRequest{From: "alice-bot", To: "bob-desk", Scope: scope, Why: "bench", Pickup: pickup}
+	req.IDToken = iss.RequestToken("alice", req, clk.Now())
+	e, _, err := sb.Request(ctx, req)
+	must(err)
+	_, err = sb.Approve(ctx, bob, e.ID, nil)
+	must(err)
+	_, s.friend, err = sb.Collect(ctx, e.ID, secret)
+	must(err)
+	all := []switchboard.Verb{switchboard.VerbClaim, switchboard.VerbHeartbeat, switchboard.VerbComplete,
+		switchboard.VerbFail, switchboard.VerbRelease, switchboard.VerbList, switchboard.VerbGet, switchboard.VerbCreateFor}
+	_, s.self, err = sb.Vend(ctx, bob, switchboard.VendRequest{Agent: "bob-desk", Scope: switchboard.Scope{{Queue: "inbox", Verbs: all}}})
+	must(err)
+	return s
+}
+
+func (b *bench) openBolt(opts *bolt.Options) *bolt.Store {
+	st, err := bolt.Open(b.path(), opts)
+	must(err)
+	return st
+}
+
+func (s *setup) create(n switchboard.NewTodo) {
+	if n.Kind == "" {
+		n.Kind = "k"
+	}
+	_, _, err := s.sb.CreateFor(ctx, s.friend, "inbox", n)
+	must(err)
+}
+
+// create measures CreateFor against the raw baselines.
+func (b *bench) create() {
+	b.baselines()
+	st := b.openBolt(nil)
+	s := newSetup(st, switchboard.Config{})
+	v := rate(1, func(int) int { s.create(switchboard.NewTodo{Payload: value256()}); return 1 })
+	add("CreateFor, 1 caller", v, "todos/s", "one-Put Update", b.put1, "≥ 0.8×")
+	v = rate(16, func(int) int { s.create(switchboard.NewTodo{Payload: value256()}); return 1 })
+	add("CreateFor, 16 callers", v, "todos/s", "DB.Batch@16", b.batch16, "≥ 8×")
+	must(st.Close())
+}
+
+// lifecycle measures todos created, claimed and completed per second.
+func (b *bench) lifecycle() {
+	b.baselines()
+	st := b.openBolt(nil)
+	s := newSetup(st, switchboard.Config{})
+	// 16 workers through Work (CompleteAndClaim: one commit per delivered
+	// todo), fed by 16 creators; counted: completions per second.
+	v := s.work(16, 16)
+	add("lifecycle, 16 workers (Work) + 16 creators", v, "todos/s", "DB.Batch@16", b.batch16, "≥ 4×")
+	must(st.Close())
+	// One worker draining a queue filled beforehand.
+	st, s = b.fill(20_000, func(int) switchboard.NewTodo { return switchboard.NewTodo{} })
+	v = s.work(1, 0)
+	add("drain, 1 worker (Work)", v, "todos/s", "one-Put Update", b.put1, "≥ 0.45×")
+	must(st.Close())
+}
+
+// work runs Work with the given concurrency for *dur while creators
+// goroutines create, and returns completions per second.
+func (s *setup) work(concurrency, creators int) float64 {
+	wctx, stop := context.WithTimeout(ctx, *dur)
+	defer stop()
+	var done atomic.Int64
+	var wg sync.WaitGroup
+	for range creators {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for wctx.Err() == nil {
+				s.create(switchboard.NewTodo{Payload: value256()})
+			}
+		}()
+	}
+	start := time.Now()
+	err := s.sb.Work(wctx, s.self, "inbox", func(context.Context, switchboard.Todo) ([]byte, error) {
+		done.Add(1)
+		return nil, nil
+	}, &switchboard.WorkOptions{Concurrency: concurrency})
+	if !errors.Is(err, context.DeadlineExceeded) {
+		must(err)
+	}
+	el := time.Since(start)
+	wg.Wait()
+	return float64(done.Load()) / el.Seconds()
+}
+
+// claimCost returns the mean latency of one Claim in µs over a queue s
+// keeps at its size: each claim is completed and replaced outside the
+// timing.
+func claimCost(s *setup, n int) float64 {
+	var total time.Duration
+	for range n {
+		t0 := time.Now()
+		_, l, err := s.sb.Claim(ctx, s.self, "inbox", nil)
+		total += time.Since(t0)
+		must(err)
+		must(s.sb.Complete(ctx, s.self, l, nil))
+		s.create(switchboard.NewTodo{})
+	}
+	return float64(total.Microseconds()) / float64(n)
+}
+
+// fill creates n todos fast: 32 callers on a NoSync store, reopened with
+// fsync for the measurement.
+func (b *bench) fill(n int, todo func(i int) switchboard.NewTodo) (*bolt.Store, *setup) {
+	path := b.path()
+	st, err := bolt.Open(path, &bolt.Options{NoSync: true})
+	must(err)
+	s := newSetup(st, switchboard.Config{})
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := int(next.Add(1)); i <= n; i = int(next.Add(1)) {
+				s.create(todo(i))
+			}
+		}()
+	}
+	wg.Wait()
+	must(st.Close())
+	st, err = bolt.Open(path, nil)
+	must(err)
+	s.sb, err = switchboard.New(st, &switchboard.Config{Issuers: []switchboard.Issuer{s.iss.Config()}, Clock: s.clock, Quotas: off})
+	must(err)
+	return st, s
+}
+
+// claim measures Claim's cost against what is queued.
+func (b *bench) claim() {
+	const samples = 300
+	ready := func(int) switchboard.NewTodo { return switchboard.NewTodo{} }
+	st, s := b.fill(1000, ready)
+	base := claimCost(s, samples)
+	must(st.Close())
+	add("Claim, 1,000 ready", base, "µs", "", 0, "")
+	far := time.Now().Add(24 * time.Hour)
+	st, s = b.fill(50_000+1000, func(i int) switchboard.NewTodo {
+		if i <= 50_000 {
+			return switchboard.NewTodo{Priority: 10, NotBefore: far} // ahead of the ready ones in claim order
+		}
+		return switchboard.NewTodo{}
+	})
+	v := claimCost(s, samples)
+	must(st.Close())
+	add("Claim, 50,000 delayed ahead + 1,000 ready", v, "µs", "1,000 ready", base, "≤ 1.2×")
+	st, s = b.fill(*big, ready)
+	v = claimCost(s, samples)
+	must(st.Close())
+	add(fmt.Sprintf("Claim, %d ready", *big), v, "µs", "1,000 ready", base, "≤ 1.3×")
+}
+
+// token measures Request and VerifyHuman against go-oidc's Verify of the
+// same tokens, on the memory store.
+func (b *bench) token() {
+	const n = 2000
+	s := newSetup(memory.New(), switchboard.Config{})
+	key, _ := s.iss.Key()
+	v := oidc.NewVerifier(s.iss.URL(), &oidc.StaticKeySet{PublicKeys: []crypto.PublicKey{key.Public()}}, &oidc.Config{ClientID: s.iss.ClientID})
+	scope := switchboard.Scope{{Queue: "inbox", Verbs: []switchboard.Verb{switchboard.VerbCreateFor}}}
+	reqs := make([]switchboard.FriendRequest, n)
+	logins := make([]string, n)
+	for i := range reqs {
+		from, to := fmt.Sprintf("u%d-bot", i), fmt.Sprintf("t%d", i)
+		for _, p := range []struct{ id, owner string }{{from, fmt.Sprintf("u%d", i)}, {to, fmt.Sprintf("owner%d", i)}} {
+			_, err := s.sb.Publish(ctx, switchboard.Persona{ID: p.id, Owner: s.iss.Human(p.owner), Discoverable: true,
+				Card: switchboard.PersonaCard(p.id, "bench agent", "1.0.0", "https://hub.example/agents/"+p.id)})
+			must(err)
+		}
+		_, pickup := switchboard.NewPickup()
+		reqs[i] = switchboard.FriendRequest{From: from, To: to, Scope: scope, Why: "bench", Pickup: pickup}
+		reqs[i].IDToken = s.iss.RequestToken(fmt.Sprintf("u%d", i), reqs[i], s.clock.Now())
+		logins[i] = s.iss.Token(fmt.Sprintf("h%d", i), "H", "h@example.com", "nonce", s.clock.Now())
+	}
+	per := func(f func(i int)) float64 {
+		t0 := time.Now()
+		for i := range n {
+			f(i)
+		}
+		return float64(time.Since(t0).Microseconds()) / n
+	}
+	base := per(func(i int) { _, err := v.Verify(ctx, reqs[i].IDToken); must(err) })
+	add("go-oidc IDTokenVerifier.Verify", base, "µs", "", 0, "baseline")
+	vh := per(func(i int) { _, err := s.sb.VerifyHuman(ctx, logins[i], "nonce"); must(err) })
+	add("VerifyHuman", vh, "µs", "go-oidc Verify", base, "≤ 1.2×")
+	rq := per(func(i int) { _, _, err := s.sb.Request(ctx, reqs[i]); must(err) })
+	add("Request (memory store)", rq, "µs", "go-oidc Verify", base, "≤ 2×")
+}
+
+// size runs *steady todos through create, claim and complete with at most
+// a few live, the injected clock moving 10 minutes per todo (so the 7-day
+// todo and 30-day event retentions keep elapsing) and Reap running
+// alongside, and reports the file size at the end.
+func (b *bench) size() {
+	path := b.path()
+	st, err := bolt.Open(path, &bolt.Options{NoSync: true})
+	must(err)
+	s := newSetup(st, switchboard.Config{MaxLease: 48 * time.Hour})
+	var created atomic.Int64
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for created.Add(1) <= int64(*steady) {
+				s.create(switchboard.NewTodo{Payload: value256()})
+				_, l, err := s.sb.Claim(ctx, s.self, "inbox", &switchboard.ClaimOptions{Lease: 47 * time.Hour})
+				must(err)
+				must(s.sb.Complete(ctx, s.self, l, nil))
+				s.clock.advance(10 * time.Minute)
+			}
+		}()
+	}
+	reaped := make(chan struct{})
+	stop := make(chan struct{})
+	go func() {
+		defer close(reaped)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			r, err := s.sb.Reap(ctx)
+			must(err)
+			if r.TodosPurged == 0 && r.EventsPurged == 0 {
+				time.Sleep(5 * time.Millisecond)
+			}
+		}
+	}()
+	wg.Wait()
+	close(stop)
+	<-reaped
+	s.clock.advance(31 * 24 * time.Hour) // every retention has elapsed
+	for {
+		r, err := s.sb.Reap(ctx)
+		must(err)
+		if r.TodosPurged == 0 && r.EventsPurged == 0 {
+			break
+		}
+	}
+	must(st.Close())
+	fi, err := os.Stat(path)
+	must(err)
+	add(fmt.Sprintf("file after %d todos (≤ 4 live), retention elapsed", *steady), float64(fi.Size())/(1<<20), "MiB", "", 0, "≤ 64 MiB")
+}
+
