@@ -446,4 +446,3 @@ func (b *bench) size() {
 	must(err)
 	add(fmt.Sprintf("file after %d todos (≤ 4 live), retention elapsed", *steady), float64(fi.Size())/(1<<20), "MiB", "", 0, "≤ 64 MiB")
 }
-
