@@ -36,6 +36,17 @@ var ErrNewerSchema = errors.New("switchboard: store was written by a newer versi
 // version is either new (nothing to do) or of version 1, whose todo indexes
 // are rebuilt in the new layout from the todo records themselves.
 func migrate(ctx context.Context, st store.Store, now func() time.Time) error {
+	current := false
+	if err := st.View(ctx, func(tx store.Tx) error {
+		b, err := tx.Get(tMeta, []byte(schemaKey))
+		current = err == nil && len(b) == 8 && binary.BigEndian.Uint64(b) == schemaVersion
+		return nil
+	}); err != nil {
+		return err
+	}
+	if current {
+		return nil // the usual open: no write transaction, no fsync
+	}
 	return st.Update(ctx, func(tx store.Tx) error {
 		b, err := tx.Get(tMeta, []byte(schemaKey))
 		switch {
