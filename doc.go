@@ -39,8 +39,12 @@
 //  5. Work flows as todos: [Switchboard.CreateFor]; the queue's owner drains
 //     it with a credential from [Switchboard.Vend] through
 //     [Switchboard.Claim], [Switchboard.Heartbeat], [Switchboard.Complete],
-//     [Switchboard.Fail] and [Switchboard.Release]. [Switchboard.Reap] (or
-//     [Switchboard.Run]) does the time-driven housekeeping.
+//     [Switchboard.Fail] and [Switchboard.Release] — or, the easy and fast
+//     path, [Switchboard.Work], a runner on [Switchboard.ClaimN] and
+//     [Switchboard.CompleteAndClaim] (one commit per delivered todo).
+//     [Switchboard.Reap] (or [Switchboard.Run]) does the time-driven
+//     housekeeping, including purging ended todos and old audit events
+//     after their retention.
 //
 // # Rules on every edge
 //
