@@ -26,15 +26,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"slices"
-	"sync"
 	"time"
 
 	bbolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
 
 	"github.com/switchboardhq/switchboard/store"
-	"github.com/switchboardhq/switchboard/store/internal/overlay"
+	"github.com/switchboardhq/switchboard/store/internal/group"
 )
 
 // Options configures Open. A nil *Options means the defaults.
@@ -59,24 +57,9 @@ type Options struct {
 
 // Store is a bbolt-backed store.
 type Store struct {
-	db       *bbolt.DB
-	each     bool
-	maxBatch int
-
-	mu      sync.Mutex
-	queue   []*call
-	leading bool          // a goroutine is committing batches
-	expect  int           // how many callers the next batch waits for
-	arrived chan struct{} // poked (never blocking) when a call is queued
-}
-
-// call is one queued Update.
-type call struct {
-	ctx   context.Context
-	fn    func(store.Tx) error
-	err   error
-	panic any
-	done  chan struct{}
+	db    *bbolt.DB
+	each  bool
+	group *group.Committer
 }
 
 var _ store.Store = (*Store)(nil)
@@ -102,7 +85,11 @@ func Open(path string, opts *Options) (*Store, error) {
 	if o.MaxBatch <= 0 {
 		o.MaxBatch = 256
 	}
-	return &Store{db: db, each: o.CommitEachUpdate, maxBatch: o.MaxBatch, arrived: make(chan struct{}, 1)}, nil
+	st := &Store{db: db, each: o.CommitEachUpdate}
+	st.group = group.New("bolt", o.MaxBatch, func(_ context.Context, fn func(store.Tx) error) error {
+		return st.db.Update(func(btx *bbolt.Tx) error { return fn(&tx{btx: btx}) })
+	})
+	return st, nil
 }
 
 // Path returns the file the store was opened on.
@@ -125,159 +112,9 @@ func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
 		return fmt.Errorf("bolt: update: %w", err)
 	}
 	if s.each {
-		return s.alone(fn)
+		return mapErr(s.db.Update(func(btx *bbolt.Tx) error { return fn(&tx{btx: btx}) }))
 	}
-	c := &call{ctx: ctx, fn: fn, done: make(chan struct{})}
-	s.mu.Lock()
-	s.queue = append(s.queue, c)
-	lead := !s.leading
-	s.leading = true
-	s.mu.Unlock()
-	select {
-	case s.arrived <- struct{}{}:
-	default:
-	}
-	if lead {
-		s.lead()
-	}
-	<-c.done
-	if c.panic != nil {
-		panic(c.panic)
-	}
-	return c.err
-}
-
-// alone runs fn in a bbolt transaction of its own.
-func (s *Store) alone(fn func(store.Tx) error) error {
-	return mapErr(s.db.Update(func(btx *bbolt.Tx) error { return fn(&tx{btx: btx}) }))
-}
-
-// lead commits the next batch. The goroutine that found no leader runs it
-// and returns once its own call is done; later arrivals are handed to a new
-// goroutine, so no caller waits on batches after the one it joined.
-func (s *Store) lead() {
-	s.gather()
-	s.mu.Lock()
-	n := min(len(s.queue), s.maxBatch)
-	batch := slices.Clone(s.queue[:n])
-	s.queue = slices.Delete(s.queue, 0, n)
-	s.mu.Unlock()
-	s.commit(batch)
-	s.mu.Lock()
-	// The callers just released usually come straight back with their
-	// next Update: the next batch waits for them (see gather).
-	s.expect = min(len(s.queue)+len(batch), s.maxBatch)
-	more := len(s.queue) > 0
-	s.leading = more
-	if !more {
-		s.expect = 0
-	}
-	s.mu.Unlock()
-	if more {
-		go s.lead()
-	}
-}
-
-// Gathering bounds: a batch waits for the callers the previous commit
-// released only while they keep arriving — at most gatherStall between two
-// arrivals, and gatherMax in all. A lone caller never waits: nobody was
-// released ahead of it.
-const (
-	gatherStall = 50 * time.Microsecond
-	gatherMax   = 500 * time.Microsecond
-)
-
-// gather lets the next batch collect the callers the previous commit just
-// released. Without it the callers of one commit always arrive while the
-// next is being taken, so 16 callers split into two alternating batches of
-// 8, each paying its own fsync.
-func (s *Store) gather() {
-	s.mu.Lock()
-	want := s.expect
-	s.mu.Unlock()
-	if want <= 1 {
-		return
-	}
-	start := time.Now()
-	var timer *time.Timer
-	defer func() {
-		if timer != nil {
-			timer.Stop()
-		}
-	}()
-	for {
-		s.mu.Lock()
-		n := len(s.queue)
-		s.mu.Unlock()
-		if n >= want || time.Since(start) >= gatherMax {
-			return
-		}
-		if timer == nil {
-			timer = time.NewTimer(gatherStall)
-		} else {
-			timer.Reset(gatherStall)
-		}
-		select {
-		case <-s.arrived:
-		case <-timer.C:
-			return // nobody came within gatherStall: go with what is here
-		}
-	}
-}
-
-// commit runs batch in one transaction and releases every caller.
-func (s *Store) commit(batch []*call) {
-	defer func() {
-		for _, c := range batch {
-			close(c.done)
-		}
-	}()
-	if len(batch) == 1 {
-		c := batch[0]
-		c.err = s.run(c, func() error { return s.alone(c.fn) })
-		return
-	}
-	err := s.db.Update(func(btx *bbolt.Tx) error {
-		base := &tx{btx: btx}
-		for _, c := range batch {
-			if err := c.ctx.Err(); err != nil {
-				c.err = fmt.Errorf("bolt: update: %w", err)
-				continue
-			}
-			ov := overlay.New(base)
-			if c.err = s.run(c, func() error { return c.fn(ov) }); c.err != nil || c.panic != nil {
-				continue // undone alone: its overlay is dropped
-			}
-			if err := ov.Apply(base); err != nil {
-				return err // the transaction is half-applied: give it up
-			}
-		}
-		return nil
-	})
-	if err == nil {
-		return
-	}
-	// The batch did not commit, so every outcome in it was computed over
-	// writes that never landed: run each function again, alone.
-	for _, c := range batch {
-		c.err, c.panic = nil, nil
-		if err := c.ctx.Err(); err != nil {
-			c.err = fmt.Errorf("bolt: update: %w", err)
-			continue
-		}
-		c.err = s.run(c, func() error { return s.alone(c.fn) })
-	}
-}
-
-// run calls f, keeping a panic for the caller's goroutine.
-func (s *Store) run(c *call, f func() error) (err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			c.panic = p
-			err = nil
-		}
-	}()
-	return mapErr(f())
+	return mapErr(s.group.Update(ctx, fn))
 }
 
 // Close closes the file, waiting for transactions in flight.

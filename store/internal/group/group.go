@@ -1,0 +1,210 @@
+// Package group is the group commit shared by the store backends whose
+// commits are expensive (an fsync, a round trip): Update calls that arrive
+// while a commit is in progress are queued, and the next commit runs them
+// back to back inside one write transaction, each in its own overlay so that
+// one that fails or panics is undone alone. Every caller returns after the
+// single commit.
+package group
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/switchboardhq/switchboard/store"
+	"github.com/switchboardhq/switchboard/store/internal/overlay"
+)
+
+// Committer groups concurrent Update calls into shared transactions.
+type Committer struct {
+	// Txn runs fn in one write transaction over base and commits iff fn
+	// returns nil. It may run fn more than once (retries).
+	txn func(ctx context.Context, fn func(base store.Tx) error) error
+	// name prefixes the context errors ("bolt", "postgres").
+	name     string
+	maxBatch int
+
+	mu      sync.Mutex
+	queue   []*call
+	leading bool          // a goroutine is committing batches
+	expect  int           // how many callers the next batch waits for
+	arrived chan struct{} // poked (never blocking) when a call is queued
+}
+
+// call is one queued Update.
+type call struct {
+	ctx   context.Context
+	fn    func(store.Tx) error
+	err   error
+	panic any
+	done  chan struct{}
+}
+
+// New returns a Committer that runs its batches with txn, at most maxBatch
+// calls per transaction.
+func New(name string, maxBatch int, txn func(ctx context.Context, fn func(base store.Tx) error) error) *Committer {
+	return &Committer{txn: txn, name: name, maxBatch: maxBatch, arrived: make(chan struct{}, 1)}
+}
+
+// Update queues fn for the next commit and returns its outcome once that
+// commit is durable (or fn's error, with nothing of fn's written). A panic
+// in fn is re-raised in the caller's goroutine, with nothing written.
+func (g *Committer) Update(ctx context.Context, fn func(store.Tx) error) error {
+	c := &call{ctx: ctx, fn: fn, done: make(chan struct{})}
+	g.mu.Lock()
+	g.queue = append(g.queue, c)
+	lead := !g.leading
+	g.leading = true
+	g.mu.Unlock()
+	select {
+	case g.arrived <- struct{}{}:
+	default:
+	}
+	if lead {
+		g.lead()
+	}
+	<-c.done
+	if c.panic != nil {
+		panic(c.panic)
+	}
+	return c.err
+}
+
+// lead commits the next batch. The goroutine that found no leader runs it
+// and returns once its own call is done; later arrivals are handed to a new
+// goroutine, so no caller waits on batches after the one it joined.
+func (g *Committer) lead() {
+	g.gather()
+	g.mu.Lock()
+	n := min(len(g.queue), g.maxBatch)
+	batch := slices.Clone(g.queue[:n])
+	g.queue = slices.Delete(g.queue, 0, n)
+	g.mu.Unlock()
+	g.commit(batch)
+	g.mu.Lock()
+	// The callers just released usually come straight back with their
+	// next Update: the next batch waits for them (see gather).
+	g.expect = min(len(g.queue)+len(batch), g.maxBatch)
+	more := len(g.queue) > 0
+	g.leading = more
+	if !more {
+		g.expect = 0
+	}
+	g.mu.Unlock()
+	if more {
+		go g.lead()
+	}
+}
+
+// Gathering bounds: a batch waits for the callers the previous commit
+// released only while they keep arriving — at most gatherStall between two
+// arrivals, and gatherMax in all. A lone caller never waits: nobody was
+// released ahead of it.
+const (
+	gatherStall = 50 * time.Microsecond
+	gatherMax   = 500 * time.Microsecond
+)
+
+// gather lets the next batch collect the callers the previous commit just
+// released. Without it the callers of one commit always arrive while the
+// next is being taken, so 16 callers split into two alternating batches of
+// 8, each paying its own commit.
+func (g *Committer) gather() {
+	g.mu.Lock()
+	want := g.expect
+	g.mu.Unlock()
+	if want <= 1 {
+		return
+	}
+	start := time.Now()
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		g.mu.Lock()
+		n := len(g.queue)
+		g.mu.Unlock()
+		if n >= want || time.Since(start) >= gatherMax {
+			return
+		}
+		if timer == nil {
+			timer = time.NewTimer(gatherStall)
+		} else {
+			timer.Reset(gatherStall)
+		}
+		select {
+		case <-g.arrived:
+		case <-timer.C:
+			return // nobody came within gatherStall: go with what is here
+		}
+	}
+}
+
+// commit runs batch in one transaction and releases every caller.
+func (g *Committer) commit(batch []*call) {
+	defer func() {
+		for _, c := range batch {
+			close(c.done)
+		}
+	}()
+	if len(batch) == 1 {
+		g.alone(batch[0])
+		return
+	}
+	err := g.txn(context.Background(), func(base store.Tx) error {
+		for _, c := range batch {
+			c.err, c.panic = nil, nil // txn may run this more than once
+			if err := c.ctx.Err(); err != nil {
+				c.err = fmt.Errorf("%s: update: %w", g.name, err)
+				continue
+			}
+			ov := overlay.New(base)
+			if c.err = run(c, func() error { return c.fn(ov) }); c.err != nil || c.panic != nil {
+				continue // undone alone: its overlay is dropped
+			}
+			if err := ov.Apply(base); err != nil {
+				return err // the transaction is half-applied: give it up
+			}
+		}
+		return nil
+	})
+	if err == nil {
+		return
+	}
+	// The batch did not commit, so every outcome in it was computed over
+	// writes that never landed: run each function again, alone.
+	for _, c := range batch {
+		g.alone(c)
+	}
+}
+
+// alone runs c in a transaction of its own.
+func (g *Committer) alone(c *call) {
+	c.err, c.panic = nil, nil
+	if err := c.ctx.Err(); err != nil {
+		c.err = fmt.Errorf("%s: update: %w", g.name, err)
+		return
+	}
+	c.err = run(c, func() error {
+		return g.txn(c.ctx, func(base store.Tx) error {
+			c.panic = nil
+			return c.fn(base)
+		})
+	})
+}
+
+// run calls f, keeping a panic for the caller's goroutine.
+func run(c *call, f func() error) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			c.panic = p
+			err = nil
+		}
+	}()
+	return f()
+}
