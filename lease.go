@@ -33,7 +33,8 @@ type ClaimOptions struct {
 	// Wait blocks until a todo is ready or ctx ends, instead of returning
 	// ErrQueueEmpty. Work created, failed, released or redriven through this
 	// Switchboard wakes it at once; work from another process sharing the
-	// store is found by polling every Config.PollInterval.
+	// store too if the store announces commits (store.Watcher), and
+	// otherwise is found by polling every Config.PollInterval.
 	Wait bool `json:"wait,omitempty"`
 }
 

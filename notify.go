@@ -87,8 +87,9 @@ func (sub *Subscription) Last() uint64 {
 // commit, in commit order, and never block or fail a transaction: a slow
 // reader only lags, and loses nothing while the log holds the events. A
 // commit in this process wakes the subscription at once; one made by
-// another process on the same store is noticed within
-// Config.PollInterval, on Config.Clock.
+// another process on the same store too if the store announces commits
+// (store.Watcher), and otherwise within Config.PollInterval, on
+// Config.Clock.
 func (s *Switchboard) Subscribe(ctx context.Context, after uint64, filter *EventFilter) *Subscription {
 	ctx, cancel := context.WithCancel(ctx)
 	ch := make(chan Event)

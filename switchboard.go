@@ -61,9 +61,12 @@ type Config struct {
 	// MaxAttempts is the default number of attempts before a todo is
 	// dead-lettered. Default 5.
 	MaxAttempts int
-	// PollInterval is how often a blocking Claim re-checks the store for work
-	// written by another process; work created through this Switchboard
-	// wakes it at once. Default 1 second.
+	// PollInterval is how often a blocking Claim or a Subscription re-checks
+	// the store for work written by another process; work created through
+	// this Switchboard wakes it at once, and so does work from another
+	// process when the store announces commits (a store.Watcher, such as the
+	// PostgreSQL store) — the poll is then the fallback for announcements
+	// lost with a connection. Default 1 second.
 	PollInterval time.Duration
 	// ReapInterval is how often Run calls Reap. Default 5 seconds.
 	ReapInterval time.Duration
@@ -151,6 +154,19 @@ type Switchboard struct {
 	wake     waker // per queue key: blocked claims
 	commits  waker // commitsKey: subscriptions, after any commit that grew the log
 	hot      hotCache
+	// watched: st is a store.Watcher, so commits are also announced to the
+	// other processes sharing it (and theirs to this one).
+	watched bool
+}
+
+// notified wakes this process's waiters for a key another process's commit
+// announced (see store.Watcher).
+func (s *Switchboard) notified(key string) {
+	if key == commitsKey {
+		s.commits.signal(commitsKey)
+		return
+	}
+	s.wake.signal(key)
 }
 
 // New returns a Switchboard over st. The caller keeps ownership of st and
@@ -218,7 +234,13 @@ func New(st store.Store, cfg *Config) (*Switchboard, error) {
 	if err := migrate(context.Background(), st, c.Clock.Now); err != nil {
 		return nil, fmt.Errorf("switchboard: open store: %w", err)
 	}
-	return &Switchboard{st: st, cfg: c, now: c.Clock.Now, oidc: v, limits: l, quotas: c.Quotas.withDefaults(), dirs: dirs, localDir: local}, nil
+	s := &Switchboard{st: st, cfg: c, now: c.Clock.Now, oidc: v, limits: l, quotas: c.Quotas.withDefaults(), dirs: dirs, localDir: local}
+	if w, ok := st.(store.Watcher); ok {
+		// Registered for the store's lifetime: the store drops it on Close.
+		w.Watch(s.notified)
+		s.watched = true
+	}
+	return s, nil
 }
 
 // sameStore reports whether a and b are the same store value; stores of

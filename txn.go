@@ -64,7 +64,19 @@ func (s *Switchboard) update(ctx context.Context, fn func(*txn) error) error {
 	var last *txn // fn may run more than once; the last run is what committed
 	err := s.st.Update(ctx, func(tx store.Tx) error {
 		last = &txn{tx: tx, now: s.now().UTC(), hot: &s.hot}
-		return fn(last)
+		if err := fn(last); err != nil {
+			return err
+		}
+		if n, ok := tx.(store.Notifier); ok && s.watched {
+			// A store shared by several processes: tell the others too.
+			for q := range last.readied {
+				n.Notify(q)
+			}
+			if last.emitted > 0 {
+				n.Notify(commitsKey)
+			}
+		}
+		return nil
 	})
 	if err == nil && last != nil {
 		// Strictly after commit: wake the claims blocked on the queues

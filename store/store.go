@@ -84,3 +84,21 @@ type Tx interface {
 
 // ErrEmptyKey is returned by Put when the key is empty.
 var ErrEmptyKey = errors.New("store: empty key")
+
+// Notifier is implemented by the Tx of a store that several processes can
+// share and that can tell them about a commit: Notify(key) delivers key to
+// the Watch callbacks of every process (this one included) after the
+// transaction commits, and never if it rolls back. Delivery is best effort
+// — a process that was disconnected misses what was sent meanwhile — so a
+// waiter must still re-check the store from time to time.
+type Notifier interface {
+	Notify(key string)
+}
+
+// Watcher is implemented by a store whose transactions are Notifiers: Watch
+// registers fn to be called with each key notified by a committed
+// transaction of any process sharing the store, until stop is called or the
+// store is closed. fn is called from one goroutine and must not block.
+type Watcher interface {
+	Watch(fn func(key string)) (stop func())
+}

@@ -16,6 +16,8 @@ type Tx struct {
 	base store.Tx
 	// writes per table; a nil value is a deletion.
 	writes map[string]map[string][]byte
+	// notes are the keys passed to Notify, in order, without repeats.
+	notes []string
 }
 
 var _ store.Tx = (*Tx)(nil)
@@ -109,8 +111,21 @@ func (t *Tx) Scan(table string, start, end []byte, fn func(k, v []byte) bool) er
 	return nil
 }
 
-// Apply writes the buffered writes to dst, in table and key order.
+// Notify buffers a notification (see store.Notifier) until Apply.
+func (t *Tx) Notify(key string) {
+	if !slices.Contains(t.notes, key) {
+		t.notes = append(t.notes, key)
+	}
+}
+
+// Apply writes the buffered writes to dst, in table and key order, and
+// passes the buffered notifications on if dst is a store.Notifier.
 func (t *Tx) Apply(dst store.Tx) error {
+	if n, ok := dst.(store.Notifier); ok {
+		for _, k := range t.notes {
+			n.Notify(k)
+		}
+	}
 	tables := make([]string, 0, len(t.writes))
 	for name := range t.writes {
 		tables = append(tables, name)

@@ -60,3 +60,40 @@ func TestOverlayScanMerge(t *testing.T) {
 		return nil
 	})
 }
+
+// notes is a base that records what Notify passed on.
+type notes struct {
+	store.Tx
+	got []string
+}
+
+func (n *notes) Notify(key string) { n.got = append(n.got, key) }
+
+// Notify is buffered with the writes: Apply passes each key on once, in
+// order, to a base that is a store.Notifier; an overlay never applied
+// passes nothing.
+func TestOverlayNotify(t *testing.T) {
+	s := memory.New()
+	err := s.Update(context.Background(), func(tx store.Tx) error {
+		base := &notes{Tx: tx}
+		dropped := overlay.New(base)
+		dropped.Notify("never")
+		ov := overlay.New(base)
+		ov.Notify("q1")
+		ov.Notify("q2")
+		ov.Notify("q1")
+		if len(base.got) != 0 {
+			t.Errorf("notified before Apply: %v", base.got)
+		}
+		if err := ov.Apply(base); err != nil {
+			return err
+		}
+		if want := []string{"q1", "q2"}; len(base.got) != 2 || base.got[0] != want[0] || base.got[1] != want[1] {
+			t.Errorf("after Apply: %v, want %v", base.got, want)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
