@@ -1,0 +1,409 @@
+package postgres_test
+
+// Several processes on one database: the test binary re-executes itself as
+// child processes (TestMain, childEnv) that open the same table and serve
+// switchboard calls given to them as JSON lines on stdin, one answer per
+// line on stdout. The parent sets the deployment up through its own
+// Switchboard and checks that what one process commits binds the others.
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchboardhq/switchboard"
+	"github.com/switchboardhq/switchboard/store/postgres"
+	"github.com/switchboardhq/switchboard/switchboardtest"
+)
+
+const childEnv = "SWITCHBOARD_PG_CHILD"
+
+// childConfig is what a child process is started with (JSON in childEnv).
+type childConfig struct {
+	DSN          string             `json:"dsn"`
+	Table        string             `json:"table"`
+	Issuer       string             `json:"issuer"`
+	ClientID     string             `json:"client_id"`
+	Quotas       switchboard.Quotas `json:"quotas"`
+	PollInterval time.Duration      `json:"poll_interval"`
+	Options      postgres.Options   `json:"options"`
+}
+
+// command is one call for a child; answer is its outcome.
+type command struct {
+	Op      string                     `json:"op"` // create, claim, drain, request
+	Cred    string                     `json:"cred,omitempty"`
+	Queue   string                     `json:"queue,omitempty"`
+	Wait    bool                       `json:"wait,omitempty"`
+	Workers int                        `json:"workers,omitempty"`
+	Request *switchboard.FriendRequest `json:"request,omitempty"`
+}
+
+type answer struct {
+	ID      string              `json:"id,omitempty"`
+	Err     string              `json:"err,omitempty"`
+	Is      []string            `json:"is,omitempty"` // sentinels the error matches
+	Leases  []switchboard.Lease `json:"leases,omitempty"`
+	Elapsed time.Duration       `json:"elapsed,omitempty"`
+}
+
+func TestMain(m *testing.M) {
+	if cfg := os.Getenv(childEnv); cfg != "" {
+		if err := child(cfg); err != nil {
+			fmt.Fprintln(os.Stderr, "child:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// child serves commands from stdin until it closes.
+func child(raw string) error {
+	var cfg childConfig
+	if err := json.Unmarshal([]byte(raw), &cfg); err != nil {
+		return err
+	}
+	ctx := context.Background()
+	o := cfg.Options
+	o.Table = cfg.Table
+	st, err := postgres.Open(ctx, cfg.DSN, &o)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	sb, err := switchboard.New(st, &switchboard.Config{
+		Issuers:      []switchboard.Issuer{{URL: cfg.Issuer, ClientID: cfg.ClientID}},
+		Quotas:       cfg.Quotas,
+		PollInterval: cfg.PollInterval,
+	})
+	if err != nil {
+		return err
+	}
+	in := bufio.NewScanner(os.Stdin)
+	in.Buffer(nil, 1<<20)
+	out := json.NewEncoder(os.Stdout)
+	if err := out.Encode(answer{ID: "ready"}); err != nil {
+		return err
+	}
+	for in.Scan() {
+		var c command
+		if err := json.Unmarshal(in.Bytes(), &c); err != nil {
+			return err
+		}
+		if err := out.Encode(serve(ctx, sb, c)); err != nil {
+			return err
+		}
+	}
+	return in.Err()
+}
+
+func serve(ctx context.Context, sb *switchboard.Switchboard, c command) answer {
+	start := time.Now()
+	cred := switchboard.Credential(c.Cred)
+	var a answer
+	var err error
+	switch c.Op {
+	case "create":
+		var t switchboard.Todo
+		t, _, err = sb.CreateFor(ctx, cred, c.Queue, switchboard.NewTodo{Kind: "probe"})
+		a.ID = t.ID
+	case "claim":
+		cctx, cancel := context.WithTimeout(ctx, time.Minute)
+		var t switchboard.Todo
+		t, _, err = sb.Claim(cctx, cred, c.Queue, &switchboard.ClaimOptions{Wait: c.Wait})
+		cancel()
+		a.ID = t.ID
+	case "drain":
+		a.Leases, err = drain(ctx, sb, cred, c.Queue, c.Workers)
+	case "request":
+		var e switchboard.Edge
+		e, _, err = sb.Request(ctx, *c.Request)
+		a.ID = e.ID
+	default:
+		err = fmt.Errorf("unknown op %q", c.Op)
+	}
+	a.Elapsed = time.Since(start)
+	if err != nil {
+		a.Err = err.Error()
+		for name, s := range map[string]error{
+			"unauthenticated": switchboard.ErrUnauthenticated, "provenance": switchboard.ErrProvenance,
+			"rate-limited": switchboard.ErrRateLimited, "quota": switchboard.ErrQuotaExceeded,
+			"empty": switchboard.ErrQueueEmpty, "lease-lost": switchboard.ErrLeaseLost,
+		} {
+			if errors.Is(err, s) {
+				a.Is = append(a.Is, name)
+			}
+		}
+	}
+	return a
+}
+
+// drain claims and completes with n goroutines until the queue is empty,
+// returning every lease it was granted (and completed).
+func drain(ctx context.Context, sb *switchboard.Switchboard, cred switchboard.Credential, queue string, n int) ([]switchboard.Lease, error) {
+	var mu sync.Mutex
+	var leases []switchboard.Lease
+	var firstErr error
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			for {
+				_, l, err := sb.Claim(ctx, cred, queue, nil)
+				if errors.Is(err, switchboard.ErrQueueEmpty) {
+					return
+				}
+				if err == nil {
+					err = sb.Complete(ctx, cred, l, []byte("done"))
+				}
+				mu.Lock()
+				if err != nil && firstErr == nil {
+					firstErr = err
+				}
+				if err == nil {
+					leases = append(leases, l)
+				}
+				mu.Unlock()
+				if err != nil {
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return leases, firstErr
+}
+
+// proc is a running child.
+type proc struct {
+	t   *testing.T
+	cmd *exec.Cmd
+	in  io.WriteCloser
+	out *json.Decoder
+}
+
+// deployment is the parent's side: a store, a Switchboard and an issuer
+// whose tokens the children verify too.
+type deployment struct {
+	t     *testing.T
+	cfg   childConfig
+	st    *postgres.Store
+	sb    *switchboard.Switchboard
+	iss   *switchboardtest.Issuer
+	bob   switchboard.Human
+	alice switchboard.Human
+}
+
+func newDeployment(t *testing.T, quotas switchboard.Quotas, poll time.Duration) *deployment {
+	dsn := testDSN(t)
+	iss, err := switchboardtest.NewIssuer("multi-process")
+	require.NoError(t, err)
+	t.Cleanup(iss.Close)
+	d := &deployment{t: t, iss: iss, bob: iss.Human("bob"), alice: iss.Human("alice")}
+	d.cfg = childConfig{DSN: dsn, Table: freshTable(t, dsn), Issuer: iss.URL(), ClientID: "multi-process", Quotas: quotas, PollInterval: poll}
+	d.st = open(t, dsn, postgres.Options{Table: d.cfg.Table})
+	t.Cleanup(func() { _ = d.st.Close() })
+	d.sb, err = switchboard.New(d.st, &switchboard.Config{Issuers: []switchboard.Issuer{iss.Config()}, Quotas: quotas, PollInterval: poll})
+	require.NoError(t, err)
+	for _, p := range [][2]string{{"alice", "alice-bot"}, {"bob", "bob-desk"}, {"carol", "carol-desk"}, {"dave", "dave-desk"}} {
+		_, err := d.sb.Publish(context.Background(), switchboard.Persona{ID: p[1], Owner: iss.Human(p[0]), Discoverable: true,
+			Card: switchboard.PersonaCard(p[1], "test persona", "1.0", "https://example.test/"+p[1])})
+		require.NoError(t, err)
+	}
+	return d
+}
+
+// friend makes alice-bot a friend of bob-desk on inbox (create only) and
+// vends bob-desk a worker credential for it.
+func (d *deployment) friend() (grant switchboard.Grant, friend, worker switchboard.Credential) {
+	ctx := context.Background()
+	scope := switchboard.Scope{{Queue: "inbox", Verbs: []switchboard.Verb{switchboard.VerbCreateFor}}}
+	secret, pickup := switchboard.NewPickup()
+	req := switchboard.FriendRequest{From: "alice-bot", To: "bob-desk", Scope: scope, Why: "work", Pickup: pickup}
+	req.IDToken = d.iss.RequestToken("alice", req, time.Now())
+	e, _, err := d.sb.Request(ctx, req)
+	require.NoError(d.t, err)
+	grant, err = d.sb.Approve(ctx, d.bob, e.ID, nil)
+	require.NoError(d.t, err)
+	_, friend, err = d.sb.Collect(ctx, e.ID, secret)
+	require.NoError(d.t, err)
+	_, worker, err = d.sb.Vend(ctx, d.bob, switchboard.VendRequest{Agent: "bob-desk", Scope: switchboard.Scope{
+		{Queue: "inbox", Verbs: []switchboard.Verb{switchboard.VerbClaim, switchboard.VerbComplete, switchboard.VerbGet}}}})
+	require.NoError(d.t, err)
+	return grant, friend, worker
+}
+
+// start runs a child process on the deployment's table.
+func (d *deployment) start() *proc {
+	t := d.t
+	raw, err := json.Marshal(d.cfg)
+	require.NoError(t, err)
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childEnv+"="+string(raw))
+	cmd.Stderr = os.Stderr
+	in, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	out, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	p := &proc{t: t, cmd: cmd, in: in, out: json.NewDecoder(out)}
+	t.Cleanup(p.stop)
+	var ready answer
+	require.NoError(t, p.out.Decode(&ready), "child did not start")
+	require.Equal(t, "ready", ready.ID)
+	return p
+}
+
+func (p *proc) send(c command) {
+	b, err := json.Marshal(c)
+	require.NoError(p.t, err)
+	_, err = p.in.Write(append(b, '\n'))
+	require.NoError(p.t, err)
+}
+
+func (p *proc) recv() answer {
+	var a answer
+	require.NoError(p.t, p.out.Decode(&a), "child died")
+	return a
+}
+
+func (p *proc) call(c command) answer { p.send(c); return p.recv() }
+
+func (p *proc) stop() {
+	if p.in != nil {
+		_ = p.in.Close()
+		p.in = nil
+		_ = p.cmd.Wait()
+	}
+}
+
+// A revocation committed in one process is refused by the very next call
+// in another: the child's CreateFor works, the parent revokes, and the
+// child's next call — made after Revoke returned — fails.
+func TestMultiProcessRevocation(t *testing.T) {
+	d := newDeployment(t, switchboard.Quotas{}, time.Second)
+	grant, friend, _ := d.friend()
+	p := d.start()
+	before := p.call(command{Op: "create", Cred: string(friend), Queue: "inbox"})
+	require.Empty(t, before.Err)
+	require.NoError(t, d.sb.Revoke(context.Background(), d.bob, grant.ID))
+	a := p.call(command{Op: "create", Cred: string(friend), Queue: "inbox"})
+	require.Contains(t, a.Is, "unauthenticated", "after revocation in another process: %s", a.Err)
+	// The todo the child created before the revocation was cancelled with
+	// it (it came from a party no longer trusted).
+	td, err := d.sb.Get(context.Background(), d.workerCred(), before.ID)
+	require.NoError(t, err)
+	require.Equal(t, switchboard.TodoCancelled, td.State)
+}
+
+// workerCred vends bob-desk a credential able to read inbox.
+func (d *deployment) workerCred() switchboard.Credential {
+	_, c, err := d.sb.Vend(context.Background(), d.bob, switchboard.VendRequest{Agent: "bob-desk", Scope: switchboard.Scope{
+		{Queue: "inbox", Verbs: []switchboard.Verb{switchboard.VerbGet, switchboard.VerbList}}}})
+	require.NoError(d.t, err)
+	return c
+}
+
+// Two processes draining one queue with 8 workers each: every todo is
+// leased exactly once (leases are long, so a second lease on a todo could
+// only be a double claim), every Complete is accepted, and the audit chain
+// the two processes wrote together verifies.
+func TestMultiProcessLeasesAreExclusive(t *testing.T) {
+	d := newDeployment(t, switchboard.Quotas{}, time.Second)
+	_, friend, worker := d.friend()
+	ctx := context.Background()
+	const n = 300
+	want := map[string]bool{}
+	for i := range n {
+		td, _, err := d.sb.CreateFor(ctx, friend, "inbox", switchboard.NewTodo{Kind: "job", DedupKey: fmt.Sprint(i)})
+		require.NoError(t, err)
+		want[td.ID] = true
+	}
+	procs := []*proc{d.start(), d.start()}
+	for _, p := range procs {
+		p.send(command{Op: "drain", Cred: string(worker), Queue: "inbox", Workers: 8})
+	}
+	seen := map[string]int{}
+	for i, p := range procs {
+		a := p.recv()
+		require.Empty(t, a.Err, "process %d", i)
+		require.NotEmpty(t, a.Leases, "process %d claimed nothing: the test did not contend", i)
+		for _, l := range a.Leases {
+			seen[l.TodoID]++
+		}
+	}
+	require.Len(t, seen, n, "every todo claimed")
+	for id, c := range seen {
+		require.True(t, want[id], "claimed a todo never created: %s", id)
+		require.Equal(t, 1, c, "todo %s leased %d times", id, c)
+	}
+	list, err := d.sb.List(ctx, d.workerCred(), "inbox", &switchboard.ListOptions{State: switchboard.TodoDone, Limit: n + 1})
+	require.NoError(t, err)
+	require.Len(t, list, n, "every todo done")
+	rep, err := d.sb.VerifyAudit(ctx)
+	require.NoError(t, err)
+	require.Greater(t, rep.Events, uint64(3*n), "create, claim and complete of each todo are in the chain")
+}
+
+// Quotas and replay protection live in the database: a token used in one
+// process is refused in another, and a requester bucket drained partly in
+// each process refuses the request that goes over it.
+func TestMultiProcessQuotasAndReplay(t *testing.T) {
+	q := switchboard.Quotas{RequesterBurst: 2, RequesterRefill: time.Hour}
+	d := newDeployment(t, q, time.Second)
+	ctx := context.Background()
+	scope := switchboard.Scope{{Queue: "inbox", Verbs: []switchboard.Verb{switchboard.VerbCreateFor}}}
+	request := func(to, why string) switchboard.FriendRequest {
+		_, pickup := switchboard.NewPickup()
+		r := switchboard.FriendRequest{From: "alice-bot", To: to, Scope: scope, Why: why, Pickup: pickup}
+		r.IDToken = d.iss.RequestToken("alice", r, time.Now())
+		return r
+	}
+	p := d.start()
+
+	first := request("bob-desk", "first")
+	e, _, err := d.sb.Request(ctx, first)
+	require.NoError(t, err)
+	require.NoError(t, d.sb.Withdraw(ctx, d.alice, e.ID))
+	a := p.call(command{Op: "request", Request: &first})
+	require.Contains(t, a.Is, "provenance", "a token used in the parent, replayed in the child: %s", a.Err)
+	require.Contains(t, a.Err, "already used")
+
+	second := request("carol-desk", "second") // the bucket's second request, in the child
+	a = p.call(command{Op: "request", Request: &second})
+	require.Empty(t, a.Err)
+	_, _, err = d.sb.Request(ctx, request("dave-desk", "third"))
+	require.ErrorIs(t, err, switchboard.ErrRateLimited, "the bucket was drained across both processes")
+}
+
+// A blocking claim in one process wakes for work created in another at
+// once, not at its next poll: the child polls once a minute, and the claim
+// returns the todo the parent created long before that.
+func TestMultiProcessClaimWakes(t *testing.T) {
+	d := newDeployment(t, switchboard.Quotas{}, time.Minute)
+	_, friend, worker := d.friend()
+	p := d.start()
+	p.send(command{Op: "claim", Cred: string(worker), Queue: "inbox", Wait: true})
+	time.Sleep(300 * time.Millisecond) // let the claim find the queue empty and block
+	td, _, err := d.sb.CreateFor(context.Background(), friend, "inbox", switchboard.NewTodo{Kind: "job"})
+	require.NoError(t, err)
+	done := make(chan answer, 1)
+	go func() { done <- p.recv() }()
+	select {
+	case a := <-done:
+		require.Empty(t, a.Err)
+		require.Equal(t, td.ID, a.ID)
+	case <-time.After(30 * time.Second): // half the poll interval: only a notification explains a return
+		t.Fatal("the blocked claim in the other process did not wake")
+	}
+}

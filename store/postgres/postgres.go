@@ -1,0 +1,572 @@
+// Package postgres is the switchboard store for deployments that outgrow one
+// machine: several processes share edges, grants, todos, quotas and
+// revocations through one PostgreSQL database (version 12 or later; tested
+// on 15).
+//
+// It is its own Go module, so users of the embedded stores never download
+// the PostgreSQL driver (github.com/jackc/pgx/v5).
+//
+// # Layout
+//
+// Every switchboard table lives in one PostgreSQL table (Options.Table,
+// default switchboard_kv) of (tbl, k, v) rows with bytea keys and values
+// and a primary key on (tbl, k): a Get is one index lookup and a Scan an
+// ordered range query on that index (bytea compares bytewise, as the store
+// contract requires). The layout is versioned in a second table
+// (<Table>_schema): Open creates it, upgrades an older one in place, and
+// refuses a newer one with ErrNewerSchema.
+//
+// # Transactions
+//
+// View runs in a REPEATABLE READ, READ ONLY transaction: one consistent
+// snapshot. Update runs in a SERIALIZABLE transaction; a serialization
+// failure or a deadlock rolls it back and runs it again after a jittered
+// backoff (the store contract lets fn run more than once), up to
+// Options.MaxRetries times. Writes are buffered in the transaction and sent
+// in one round trip before COMMIT, so a function's cost is its reads.
+//
+// Every switchboard write appends to one hash-chained audit log, so write
+// transactions conflict on the log's head whatever else they touch: run
+// concurrently from several processes, most of them would fail and retry.
+// Instead, a write transaction first takes a session-level advisory lock
+// (the writer lock, keyed by the table name) and starts its snapshot only
+// after it has the lock, so writers from every process commit one after
+// another and never conflict with each other; within a process, concurrent
+// Updates are grouped into one transaction (see Group commit), so the lock
+// is taken once per batch, not once per call. Reads (View) never wait for
+// it. Options.ConcurrentWriters turns the lock off, to measure what it
+// saves.
+//
+// # Group commit
+//
+// As in the bolt store, Update calls that arrive while a transaction is in
+// progress are queued, and the next transaction runs them back to back, each
+// in its own overlay (a function that fails or panics is undone alone); one
+// COMMIT makes the batch durable and every caller returns after it. If the
+// batch cannot commit, each function is run again in a transaction of its
+// own. Options.CommitEachUpdate turns this off.
+//
+// # Notifications
+//
+// A transaction's Notify(key) becomes a NOTIFY sent at commit; one LISTEN
+// connection per Store hands the keys to the Watch callbacks. switchboard
+// uses it to wake blocking claims and subscriptions in every process as
+// soon as another commits work for them. A lost LISTEN connection is
+// re-established with backoff; meanwhile waiters fall back to polling.
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
+	"regexp"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/switchboardhq/switchboard/store"
+	"github.com/switchboardhq/switchboard/store/internal/group"
+	"github.com/switchboardhq/switchboard/store/internal/overlay"
+)
+
+// Options configures Open. A nil *Options means the defaults.
+type Options struct {
+	// Table names the PostgreSQL table that holds the store; the schema
+	// version is kept in Table + "_schema". Several stores can share a
+	// database under different names. It must be a lower-case SQL
+	// identifier (letters, digits, underscores). Zero means
+	// "switchboard_kv".
+	Table string
+	// MaxConns bounds the connection pool (the LISTEN connection is extra).
+	// Zero means 16.
+	MaxConns int32
+	// CommitEachUpdate runs every Update in a transaction of its own
+	// instead of grouping concurrent ones (see Group commit).
+	CommitEachUpdate bool
+	// MaxBatch bounds how many Update calls one transaction groups. Zero
+	// means 128.
+	MaxBatch int
+	// MaxRetries bounds how many times an Update is run again after a
+	// serialization failure or deadlock. Zero means 30; the last error is
+	// returned, wrapped, after that.
+	MaxRetries int
+	// ConcurrentWriters skips the writer lock (see Transactions): write
+	// transactions then run concurrently, conflict on the audit log and
+	// are retried. It exists to measure the lock against the naive way.
+	ConcurrentWriters bool
+}
+
+// ErrNewerSchema is returned by Open when the database was laid out by a
+// newer version of this package than the running one.
+var ErrNewerSchema = errors.New("postgres: the table was written by a newer version of this store")
+
+// Store is a PostgreSQL-backed store.
+type Store struct {
+	pool       *pgxpool.Pool
+	opts       Options
+	lockKey    int64
+	group      *group.Committer
+	closed     atomic.Bool
+	inflight   sync.WaitGroup
+	commits    atomic.Uint64
+	retries    atomic.Uint64
+	channel    string
+	listenStop context.CancelFunc
+	listenDone chan struct{}
+
+	watchMu  sync.Mutex
+	watchers map[int]func(string)
+	nextW    int
+
+	sqlGet, sqlScan, sqlScanTo, sqlPut, sqlDel string
+}
+
+var (
+	_ store.Store   = (*Store)(nil)
+	_ store.Watcher = (*Store)(nil)
+)
+
+var identifier = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,40}$`)
+
+// Open connects to the database named by dsn (a PostgreSQL URL or
+// key=value string, as pgx parses it), creates or upgrades the store's
+// tables, and starts listening for notifications.
+func Open(ctx context.Context, dsn string, opts *Options) (*Store, error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.Table == "" {
+		o.Table = "switchboard_kv"
+	}
+	if !identifier.MatchString(o.Table) {
+		return nil, fmt.Errorf("postgres: Options.Table %q is not a lower-case SQL identifier", o.Table)
+	}
+	if o.MaxConns <= 0 {
+		o.MaxConns = 16
+	}
+	if o.MaxBatch <= 0 {
+		o.MaxBatch = 128
+	}
+	if o.MaxRetries <= 0 {
+		o.MaxRetries = 30
+	}
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: parse DSN: %w", err)
+	}
+	cfg.MaxConns = o.MaxConns
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: connect: %w", err)
+	}
+	h := fnv.New64a()
+	h.Write([]byte("switchboard writer lock " + o.Table))
+	s := &Store{
+		pool:      pool,
+		opts:      o,
+		lockKey:   int64(h.Sum64()),
+		channel:   o.Table + "_notify",
+		watchers:  map[int]func(string){},
+		sqlGet:    `SELECT v FROM ` + o.Table + ` WHERE tbl = $1 AND k = $2`,
+		sqlScan:   `SELECT k, v FROM ` + o.Table + ` WHERE tbl = $1 AND k >= $2 ORDER BY k LIMIT $3`,
+		sqlScanTo: `SELECT k, v FROM ` + o.Table + ` WHERE tbl = $1 AND k >= $2 AND k < $3 ORDER BY k LIMIT $4`,
+		sqlPut: `INSERT INTO ` + o.Table + ` (tbl, k, v) SELECT $1, k, v FROM unnest($2::bytea[], $3::bytea[]) AS w(k, v)
+			ON CONFLICT (tbl, k) DO UPDATE SET v = EXCLUDED.v`,
+		sqlDel: `DELETE FROM ` + o.Table + ` WHERE tbl = $1 AND k = ANY($2::bytea[])`,
+	}
+	if err := s.migrate(ctx); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	s.group = group.New("postgres", o.MaxBatch, s.txn)
+	lctx, stop := context.WithCancel(context.Background())
+	s.listenStop, s.listenDone = stop, make(chan struct{})
+	go s.listen(lctx)
+	return s, nil
+}
+
+// Table returns the name of the PostgreSQL table holding the store.
+func (s *Store) Table() string { return s.opts.Table }
+
+// Stats counts a store's write transactions since Open.
+type Stats struct {
+	// Commits is how many write transactions committed.
+	Commits uint64
+	// Retries is how many write transactions were rolled back by a
+	// serialization failure or deadlock and run again.
+	Retries uint64
+}
+
+// Stats returns the counts so far.
+func (s *Store) Stats() Stats { return Stats{Commits: s.commits.Load(), Retries: s.retries.Load()} }
+
+// View runs fn in a read-only transaction over one snapshot.
+func (s *Store) View(ctx context.Context, fn func(store.Tx) error) error {
+	if err := s.enter(ctx, "view"); err != nil {
+		return err
+	}
+	defer s.inflight.Done()
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("postgres: view: %w", err)
+	}
+	defer conn.Release()
+	// Once it has started, a transaction is not interrupted by ctx.
+	run := context.WithoutCancel(ctx)
+	tx, err := conn.BeginTx(run, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return fmt.Errorf("postgres: view: begin: %w", err)
+	}
+	defer func() { _ = tx.Rollback(run) }()
+	if err := fn(&reader{s: s, ctx: run, tx: tx, readOnly: true}); err != nil {
+		return err
+	}
+	if err := tx.Commit(run); err != nil {
+		return fmt.Errorf("postgres: view: %w", err)
+	}
+	return nil
+}
+
+// Update runs fn in a serializable read-write transaction, grouped with
+// concurrent Updates of this process (see Group commit), and returns after
+// it committed, or fn's error with nothing written. A panic in fn is
+// re-raised in the caller's goroutine, with nothing written.
+func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
+	if err := s.enter(ctx, "update"); err != nil {
+		return err
+	}
+	defer s.inflight.Done()
+	if s.opts.CommitEachUpdate {
+		return s.txn(ctx, fn)
+	}
+	return s.group.Update(ctx, fn)
+}
+
+// enter refuses a call after Close or with ctx done, and counts it in
+// flight.
+func (s *Store) enter(ctx context.Context, what string) error {
+	if s.closed.Load() {
+		return fmt.Errorf("postgres: %s: %w", what, store.ErrClosed)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("postgres: %s: %w", what, err)
+	}
+	s.inflight.Add(1)
+	if s.closed.Load() {
+		s.inflight.Done()
+		return fmt.Errorf("postgres: %s: %w", what, store.ErrClosed)
+	}
+	return nil
+}
+
+// Close waits for the transactions in flight, then closes the connections.
+func (s *Store) Close() error {
+	if s.closed.Swap(true) {
+		return nil
+	}
+	s.inflight.Wait()
+	s.listenStop()
+	<-s.listenDone
+	s.pool.Close()
+	return nil
+}
+
+// txn runs fn in one serializable transaction, retrying it on
+// serialization failures and deadlocks.
+func (s *Store) txn(ctx context.Context, fn func(store.Tx) error) error {
+	backoff := time.Millisecond
+	for attempt := 0; ; attempt++ {
+		err := s.once(ctx, fn)
+		if err == nil {
+			s.commits.Add(1)
+			return nil
+		}
+		if !retryable(err) {
+			return err
+		}
+		if attempt >= s.opts.MaxRetries {
+			return fmt.Errorf("postgres: update: gave up after %d retries: %w", attempt, err)
+		}
+		s.retries.Add(1)
+		// Full jitter: a random wait up to the current bound, so the
+		// transactions that collided do not collide again in step.
+		t := time.NewTimer(rand.N(backoff) + time.Microsecond)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("postgres: update: %w (after %v)", ctx.Err(), err)
+		}
+		backoff = min(2*backoff, 100*time.Millisecond)
+	}
+}
+
+// retryable reports whether err is a serialization failure or a deadlock:
+// the transaction was rolled back and may simply be run again.
+func retryable(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01")
+}
+
+// once runs fn in one transaction: writer lock, BEGIN, fn, the buffered
+// writes in one round trip, COMMIT.
+func (s *Store) once(ctx context.Context, fn func(store.Tx) error) (err error) {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("postgres: update: %w", err)
+	}
+	defer conn.Release()
+	if !s.opts.ConcurrentWriters {
+		// The lock is taken before BEGIN, so the transaction's snapshot
+		// starts after the previous writer committed.
+		if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, s.lockKey); err != nil {
+			return fmt.Errorf("postgres: update: writer lock: %w", err)
+		}
+		defer func() {
+			if _, uerr := conn.Exec(context.Background(), `SELECT pg_advisory_unlock($1)`, s.lockKey); uerr != nil {
+				// The lock must not outlive this transaction: closing
+				// the connection releases it.
+				_ = conn.Conn().Close(context.Background())
+			}
+		}()
+	}
+	run := context.WithoutCancel(ctx)
+	tx, err := conn.BeginTx(run, pgx.TxOptions{IsoLevel: pgx.Serializable})
+	if err != nil {
+		return fmt.Errorf("postgres: update: begin: %w", err)
+	}
+	committed := false
+	defer func() {
+		if !committed { // an error or a panic in fn
+			_ = tx.Rollback(run)
+		}
+	}()
+	w := overlay.New(&reader{s: s, ctx: run, tx: tx})
+	if err := fn(w); err != nil {
+		return err
+	}
+	if err := s.flush(run, tx, w); err != nil {
+		return fmt.Errorf("postgres: update: write: %w", err)
+	}
+	committed = true // from here on, Commit ends the transaction either way
+	if err := tx.Commit(run); err != nil {
+		return fmt.Errorf("postgres: update: commit: %w", err)
+	}
+	return nil
+}
+
+// flush sends w's buffered writes and notifications in one round trip.
+func (s *Store) flush(ctx context.Context, tx pgx.Tx, w *overlay.Tx) error {
+	var c collector
+	if err := w.Apply(&c); err != nil {
+		return err
+	}
+	if len(c.tables) == 0 && len(c.notes) == 0 {
+		return nil
+	}
+	var b pgx.Batch
+	for _, name := range c.order {
+		t := c.tables[name]
+		if len(t.putK) > 0 {
+			b.Queue(s.sqlPut, name, t.putK, t.putV)
+		}
+		if len(t.delK) > 0 {
+			b.Queue(s.sqlDel, name, t.delK)
+		}
+	}
+	for _, n := range c.notes {
+		b.Queue(`SELECT pg_notify($1, $2)`, s.channel, n)
+	}
+	return tx.SendBatch(ctx, &b).Close()
+}
+
+// collector receives an overlay's writes, grouped per table.
+type collector struct {
+	order  []string
+	tables map[string]*tableWrites
+	notes  []string
+}
+
+type tableWrites struct{ putK, putV, delK [][]byte }
+
+func (c *collector) table(name string) *tableWrites {
+	if c.tables == nil {
+		c.tables = map[string]*tableWrites{}
+	}
+	t := c.tables[name]
+	if t == nil {
+		t = &tableWrites{}
+		c.tables[name] = t
+		c.order = append(c.order, name)
+	}
+	return t
+}
+
+func (c *collector) Get(string, []byte) ([]byte, error) { return nil, store.ErrNotFound }
+func (c *collector) Scan(string, []byte, []byte, func(k, v []byte) bool) error {
+	return nil
+}
+func (c *collector) Put(table string, key, value []byte) error {
+	t := c.table(table)
+	t.putK, t.putV = append(t.putK, key), append(t.putV, value)
+	return nil
+}
+func (c *collector) Delete(table string, key []byte) error {
+	t := c.table(table)
+	t.delK = append(t.delK, key)
+	return nil
+}
+func (c *collector) Notify(key string) {
+	if !slices.Contains(c.notes, key) {
+		c.notes = append(c.notes, key)
+	}
+}
+
+// reader reads from the transaction; in an Update it sits under the
+// overlay, which takes the writes.
+type reader struct {
+	s        *Store
+	ctx      context.Context
+	tx       pgx.Tx
+	readOnly bool
+}
+
+func (r *reader) Get(table string, key []byte) ([]byte, error) {
+	var v []byte
+	err := r.tx.QueryRow(r.ctx, r.s.sqlGet, table, key).Scan(&v)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, store.ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("postgres: get: %w", err)
+	}
+	return v, nil
+}
+
+// Scan pages through the range in chunks that grow from 16 to 1024 rows,
+// so a scan that stops at its first key reads little and a long one takes
+// few round trips.
+func (r *reader) Scan(table string, start, end []byte, fn func(k, v []byte) bool) error {
+	if start == nil {
+		start = []byte{}
+	}
+	limit := 16
+	for {
+		var rows pgx.Rows
+		var err error
+		if end == nil {
+			rows, err = r.tx.Query(r.ctx, r.s.sqlScan, table, start, limit)
+		} else {
+			rows, err = r.tx.Query(r.ctx, r.s.sqlScanTo, table, start, end, limit)
+		}
+		if err != nil {
+			return fmt.Errorf("postgres: scan: %w", err)
+		}
+		var page [][2][]byte
+		for rows.Next() {
+			var k, v []byte
+			if err := rows.Scan(&k, &v); err != nil {
+				rows.Close()
+				return fmt.Errorf("postgres: scan: %w", err)
+			}
+			page = append(page, [2][]byte{k, v})
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("postgres: scan: %w", err)
+		}
+		for _, kv := range page {
+			if !fn(kv[0], kv[1]) {
+				return nil
+			}
+		}
+		if len(page) < limit {
+			return nil
+		}
+		// Next page: the keys after the last one seen.
+		last := page[len(page)-1][0]
+		start = append(append(make([]byte, 0, len(last)+1), last...), 0)
+		limit = min(4*limit, 1024)
+	}
+}
+
+func (r *reader) Put(string, []byte, []byte) error {
+	if r.readOnly {
+		return store.ErrReadOnly
+	}
+	return errors.New("postgres: write outside the overlay") // never: the overlay takes writes
+}
+
+func (r *reader) Delete(string, []byte) error {
+	if r.readOnly {
+		return store.ErrReadOnly
+	}
+	return errors.New("postgres: write outside the overlay")
+}
+
+// Watch registers fn for the keys notified by committed transactions of
+// every process sharing the database (see Notifications).
+func (s *Store) Watch(fn func(key string)) (stop func()) {
+	s.watchMu.Lock()
+	id := s.nextW
+	s.nextW++
+	s.watchers[id] = fn
+	s.watchMu.Unlock()
+	return func() {
+		s.watchMu.Lock()
+		delete(s.watchers, id)
+		s.watchMu.Unlock()
+	}
+}
+
+// listen holds the LISTEN connection until ctx ends, reconnecting with
+// backoff.
+func (s *Store) listen(ctx context.Context) {
+	defer close(s.listenDone)
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		err := s.listenOnce(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		_ = err // waiters poll meanwhile; try again
+		t := time.NewTimer(backoff)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+func (s *Store) listenOnce(ctx context.Context) error {
+	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
+	if err != nil {
+		return err
+	}
+	defer func() { _ = conn.Close(context.Background()) }()
+	if _, err := conn.Exec(ctx, `LISTEN `+s.channel); err != nil {
+		return err
+	}
+	for {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			return err
+		}
+		s.watchMu.Lock()
+		for _, fn := range s.watchers {
+			fn(n.Payload)
+		}
+		s.watchMu.Unlock()
+	}
+}
