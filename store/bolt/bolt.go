@@ -86,7 +86,7 @@ func Open(path string, opts *Options) (*Store, error) {
 		o.MaxBatch = 256
 	}
 	st := &Store{db: db, each: o.CommitEachUpdate}
-	st.group = group.New("bolt", o.MaxBatch, func(_ context.Context, fn func(store.Tx) error) error {
+	st.group = group.New(group.Config{Name: "bolt", MaxBatch: o.MaxBatch}, func(_ context.Context, fn func(store.Tx) error) error {
 		return st.db.Update(func(btx *bbolt.Tx) error { return fn(&tx{btx: btx}) })
 	})
 	return st, nil

@@ -56,6 +56,7 @@
 package postgres
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -117,15 +118,21 @@ type Store struct {
 	inflight   sync.WaitGroup
 	commits    atomic.Uint64
 	retries    atomic.Uint64
+	updates    atomic.Uint64
 	channel    string
 	listenStop context.CancelFunc
 	listenDone chan struct{}
+
+	// held is a connection holding the writer lock, taken by lockAhead
+	// for the batch about to run (only the committing goroutine touches it).
+	held *pgxpool.Conn
 
 	watchMu  sync.Mutex
 	watchers map[int]func(string)
 	nextW    int
 
-	sqlGet, sqlScan, sqlScanTo, sqlPut, sqlDel string
+	sqlGet, sqlScan, sqlPut, sqlDel string
+	sqlLock, sqlUnlock              string
 }
 
 var (
@@ -170,23 +177,38 @@ func Open(ctx context.Context, dsn string, opts *Options) (*Store, error) {
 	h := fnv.New64a()
 	h.Write([]byte("switchboard writer lock " + o.Table))
 	s := &Store{
-		pool:      pool,
-		opts:      o,
-		lockKey:   int64(h.Sum64()),
-		channel:   o.Table + "_notify",
-		watchers:  map[int]func(string){},
-		sqlGet:    `SELECT v FROM ` + o.Table + ` WHERE tbl = $1 AND k = $2`,
-		sqlScan:   `SELECT k, v FROM ` + o.Table + ` WHERE tbl = $1 AND k >= $2 ORDER BY k LIMIT $3`,
-		sqlScanTo: `SELECT k, v FROM ` + o.Table + ` WHERE tbl = $1 AND k >= $2 AND k < $3 ORDER BY k LIMIT $4`,
+		pool:     pool,
+		opts:     o,
+		lockKey:  int64(h.Sum64()),
+		channel:  o.Table + "_notify",
+		watchers: map[int]func(string){},
+		sqlGet:   `SELECT v FROM ` + o.Table + ` WHERE tbl = $1 AND k = $2`,
+		sqlScan:  `SELECT k, v FROM ` + o.Table + ` WHERE tbl = $1 AND k >= $2 ORDER BY k LIMIT $3`,
 		sqlPut: `INSERT INTO ` + o.Table + ` (tbl, k, v) SELECT $1, k, v FROM unnest($2::bytea[], $3::bytea[]) AS w(k, v)
 			ON CONFLICT (tbl, k) DO UPDATE SET v = EXCLUDED.v`,
 		sqlDel: `DELETE FROM ` + o.Table + ` WHERE tbl = $1 AND k = ANY($2::bytea[])`,
 	}
+	s.sqlLock = fmt.Sprintf(`SELECT pg_advisory_lock(%d)`, s.lockKey)
+	s.sqlUnlock = fmt.Sprintf(`SELECT pg_advisory_unlock(%d)`, s.lockKey)
 	if err := s.migrate(ctx); err != nil {
 		pool.Close()
 		return nil, err
 	}
-	s.group = group.New("postgres", o.MaxBatch, s.txn)
+	// A commit here costs round trips as well as the fsync: a batch can
+	// afford to wait longer for the callers the last one released.
+	gc := group.Config{Name: "postgres", MaxBatch: o.MaxBatch, Stall: 200 * time.Microsecond, Gather: 2 * time.Millisecond}
+	if !o.ConcurrentWriters {
+		// Wait for the writer lock before taking the batch, so everyone
+		// who arrives while another process writes joins it.
+		gc.Before = s.lockAhead
+	}
+	s.group = group.New(gc, func(ctx context.Context, fn func(store.Tx) error) error {
+		// Only the committing goroutine runs this: the lock lockAhead took
+		// goes to the batch's first attempt.
+		held := s.held
+		s.held = nil
+		return s.txn(ctx, fn, held)
+	})
 	lctx, stop := context.WithCancel(context.Background())
 	s.listenStop, s.listenDone = stop, make(chan struct{})
 	go s.listen(lctx)
@@ -203,10 +225,14 @@ type Stats struct {
 	// Retries is how many write transactions were rolled back by a
 	// serialization failure or deadlock and run again.
 	Retries uint64
+	// Updates is how many Update calls returned (grouped into Commits).
+	Updates uint64
 }
 
 // Stats returns the counts so far.
-func (s *Store) Stats() Stats { return Stats{Commits: s.commits.Load(), Retries: s.retries.Load()} }
+func (s *Store) Stats() Stats {
+	return Stats{Commits: s.commits.Load(), Retries: s.retries.Load(), Updates: s.updates.Load()}
+}
 
 // View runs fn in a read-only transaction over one snapshot.
 func (s *Store) View(ctx context.Context, fn func(store.Tx) error) error {
@@ -244,8 +270,9 @@ func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
 		return err
 	}
 	defer s.inflight.Done()
+	defer s.updates.Add(1)
 	if s.opts.CommitEachUpdate {
-		return s.txn(ctx, fn)
+		return s.txn(ctx, fn, nil)
 	}
 	return s.group.Update(ctx, fn)
 }
@@ -281,10 +308,11 @@ func (s *Store) Close() error {
 
 // txn runs fn in one serializable transaction, retrying it on
 // serialization failures and deadlocks.
-func (s *Store) txn(ctx context.Context, fn func(store.Tx) error) error {
+func (s *Store) txn(ctx context.Context, fn func(store.Tx) error, held *pgxpool.Conn) error {
 	backoff := time.Millisecond
 	for attempt := 0; ; attempt++ {
-		err := s.once(ctx, fn)
+		err := s.once(ctx, fn, held)
+		held = nil
 		if err == nil {
 			s.commits.Add(1)
 			return nil
@@ -316,63 +344,105 @@ func retryable(err error) bool {
 	return errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01")
 }
 
-// once runs fn in one transaction: writer lock, BEGIN, fn, the buffered
-// writes in one round trip, COMMIT.
-func (s *Store) once(ctx context.Context, fn func(store.Tx) error) (err error) {
-	conn, err := s.pool.Acquire(ctx)
+// lockAhead takes a connection and the writer lock for the next batch (on
+// failure, once tries again itself). The func it returns gives them back if
+// the batch did not use them (every call in it was cancelled).
+func (s *Store) lockAhead() (after func()) {
+	pc, err := s.pool.Acquire(context.Background())
 	if err != nil {
-		return fmt.Errorf("postgres: update: %w", err)
+		return nil
 	}
-	defer conn.Release()
-	if !s.opts.ConcurrentWriters {
+	if _, err := pc.Exec(context.Background(), s.sqlLock); err != nil {
+		pc.Release()
+		return nil
+	}
+	s.held = pc
+	return func() {
+		if s.held == nil {
+			return
+		}
+		pc := s.held
+		s.held = nil
+		if _, err := pc.Exec(context.Background(), s.sqlUnlock); err != nil {
+			_ = pc.Conn().Close(context.Background()) // closing drops the lock
+		}
+		pc.Release()
+	}
+}
+
+// once runs fn in one transaction: writer lock, BEGIN (sent with the first
+// read), fn, then the buffered writes, COMMIT and the unlock in one round
+// trip. held, if not nil, is a connection that already holds the writer
+// lock.
+func (s *Store) once(ctx context.Context, fn func(store.Tx) error, held *pgxpool.Conn) (err error) {
+	pc, locked := held, held != nil
+	if pc == nil {
+		if pc, err = s.pool.Acquire(ctx); err != nil {
+			return fmt.Errorf("postgres: update: %w", err)
+		}
+	}
+	defer pc.Release()
+	conn := pc.Conn()
+	if !s.opts.ConcurrentWriters && !locked {
 		// The lock is taken before BEGIN, so the transaction's snapshot
 		// starts after the previous writer committed.
-		if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, s.lockKey); err != nil {
+		if _, err := conn.Exec(ctx, s.sqlLock); err != nil {
 			return fmt.Errorf("postgres: update: writer lock: %w", err)
 		}
-		defer func() {
-			if _, uerr := conn.Exec(context.Background(), `SELECT pg_advisory_unlock($1)`, s.lockKey); uerr != nil {
-				// The lock must not outlive this transaction: closing
-				// the connection releases it.
-				_ = conn.Conn().Close(context.Background())
-			}
-		}()
+		locked = true
 	}
 	run := context.WithoutCancel(ctx)
-	tx, err := conn.BeginTx(run, pgx.TxOptions{IsoLevel: pgx.Serializable})
-	if err != nil {
-		return fmt.Errorf("postgres: update: begin: %w", err)
-	}
-	committed := false
+	done := false
 	defer func() {
-		if !committed { // an error or a panic in fn
-			_ = tx.Rollback(run)
+		if done {
+			return
+		}
+		// fn failed or panicked, or the commit did not go through: end
+		// the transaction and drop the lock; if that fails, closing the
+		// connection does both.
+		var cerr error
+		if conn.PgConn().TxStatus() != 'I' {
+			_, cerr = conn.Exec(run, "ROLLBACK")
+		}
+		if cerr == nil && locked {
+			_, cerr = conn.Exec(run, s.sqlUnlock)
+		}
+		if cerr != nil {
+			_ = conn.Close(run)
 		}
 	}()
-	w := overlay.New(&reader{s: s, ctx: run, tx: tx})
+	rd := &reader{s: s, ctx: run, conn: conn, begin: "BEGIN ISOLATION LEVEL SERIALIZABLE"}
+	w := overlay.New(rd)
 	if err := fn(w); err != nil {
 		return err
 	}
-	if err := s.flush(run, tx, w); err != nil {
-		return fmt.Errorf("postgres: update: write: %w", err)
-	}
-	committed = true // from here on, Commit ends the transaction either way
-	if err := tx.Commit(run); err != nil {
-		return fmt.Errorf("postgres: update: commit: %w", err)
-	}
-	return nil
-}
-
-// flush sends w's buffered writes and notifications in one round trip.
-func (s *Store) flush(ctx context.Context, tx pgx.Tx, w *overlay.Tx) error {
 	var c collector
 	if err := w.Apply(&c); err != nil {
 		return err
 	}
-	if len(c.tables) == 0 && len(c.notes) == 0 {
-		return nil
-	}
 	var b pgx.Batch
+	if rd.begin != "" && (len(c.tables) > 0 || len(c.notes) > 0) {
+		b.Queue(rd.begin)
+		rd.begin = ""
+	}
+	if rd.begin == "" {
+		s.queueWrites(&b, &c)
+		b.Queue("COMMIT")
+	}
+	if locked {
+		b.Queue(s.sqlUnlock)
+	}
+	if b.Len() > 0 {
+		if err := conn.SendBatch(run, &b).Close(); err != nil {
+			return fmt.Errorf("postgres: update: commit: %w", err)
+		}
+	}
+	done = true
+	return nil
+}
+
+// queueWrites adds c's writes and notifications to b.
+func (s *Store) queueWrites(b *pgx.Batch, c *collector) {
 	for _, name := range c.order {
 		t := c.tables[name]
 		if len(t.putK) > 0 {
@@ -385,7 +455,6 @@ func (s *Store) flush(ctx context.Context, tx pgx.Tx, w *overlay.Tx) error {
 	for _, n := range c.notes {
 		b.Queue(`SELECT pg_notify($1, $2)`, s.channel, n)
 	}
-	return tx.SendBatch(ctx, &b).Close()
 }
 
 // collector receives an overlay's writes, grouped per table.
@@ -431,60 +500,122 @@ func (c *collector) Notify(key string) {
 }
 
 // reader reads from the transaction; in an Update it sits under the
-// overlay, which takes the writes.
+// overlay, which takes the writes. Its transaction sees one snapshot (the
+// writes are all in the overlay until commit), so it remembers what it
+// read: a key or a range that another function of the same batch already
+// read costs no round trip.
 type reader struct {
 	s        *Store
 	ctx      context.Context
-	tx       pgx.Tx
+	tx       pgx.Tx    // a View's transaction, or
+	conn     *pgx.Conn // an Update's connection, whose transaction
+	begin    string    // is begun by this statement, sent with the first read
 	readOnly bool
+	gets     map[string][]byte // table \x00 key → value; nil: not found
+	pages    map[string][][][]byte
+}
+
+// query runs one read, sending BEGIN in the same round trip if the
+// transaction has not begun yet. The returned func ends the round trip.
+func (r *reader) query(sql string, args ...any) (pgx.Rows, func() error, error) {
+	none := func() error { return nil }
+	if r.tx != nil {
+		rows, err := r.tx.Query(r.ctx, sql, args...)
+		return rows, none, err
+	}
+	if r.begin == "" {
+		rows, err := r.conn.Query(r.ctx, sql, args...)
+		return rows, none, err
+	}
+	var b pgx.Batch
+	b.Queue(r.begin)
+	b.Queue(sql, args...)
+	r.begin = ""
+	br := r.conn.SendBatch(r.ctx, &b)
+	if _, err := br.Exec(); err != nil {
+		_ = br.Close()
+		return nil, nil, err
+	}
+	rows, err := br.Query()
+	if err != nil {
+		_ = br.Close()
+		return nil, nil, err
+	}
+	return rows, br.Close, nil
+}
+
+// rows reads every row of one query, each as its columns.
+func (r *reader) rows(sql string, args ...any) ([][][]byte, error) {
+	rows, end, err := r.query(sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	var out [][][]byte
+	for rows.Next() {
+		row := make([][]byte, len(rows.FieldDescriptions()))
+		dst := make([]any, len(row))
+		for i := range row {
+			dst[i] = &row[i]
+		}
+		if err := rows.Scan(dst...); err != nil { // Scan copies into a []byte
+			rows.Close()
+			_ = end()
+			return nil, err
+		}
+		for i := range row {
+			if row[i] == nil {
+				row[i] = []byte{} // an empty value, not a missing one
+			}
+		}
+		out = append(out, row)
+	}
+	rows.Close()
+	return out, errors.Join(rows.Err(), end())
 }
 
 func (r *reader) Get(table string, key []byte) ([]byte, error) {
-	var v []byte
-	err := r.tx.QueryRow(r.ctx, r.s.sqlGet, table, key).Scan(&v)
-	if errors.Is(err, pgx.ErrNoRows) {
+	mk := table + "\x00" + string(key)
+	v, ok := r.gets[mk]
+	if !ok {
+		rows, err := r.rows(r.s.sqlGet, table, key)
+		if err != nil {
+			return nil, fmt.Errorf("postgres: get: %w", err)
+		}
+		if len(rows) > 0 {
+			v = rows[0][0]
+		}
+		if r.gets == nil {
+			r.gets = map[string][]byte{}
+		}
+		r.gets[mk] = v
+	}
+	if v == nil {
 		return nil, store.ErrNotFound
 	}
-	if err != nil {
-		return nil, fmt.Errorf("postgres: get: %w", err)
-	}
-	return v, nil
+	return bytes.Clone(v), nil
 }
 
-// Scan pages through the range in chunks that grow from 16 to 1024 rows,
-// so a scan that stops at its first key reads little and a long one takes
-// few round trips.
+// Scan pages through the keys from start in chunks that grow from 16 to
+// 1024 rows, so a scan that stops at its first key reads little and a long
+// one takes few round trips. A page is read without the end bound (the
+// first key at or past end ends the scan), so that the functions of a batch
+// that scan from the same start with different ends — "due before now",
+// where each has its own now — share one page.
 func (r *reader) Scan(table string, start, end []byte, fn func(k, v []byte) bool) error {
 	if start == nil {
 		start = []byte{}
 	}
 	limit := 16
 	for {
-		var rows pgx.Rows
-		var err error
-		if end == nil {
-			rows, err = r.tx.Query(r.ctx, r.s.sqlScan, table, start, limit)
-		} else {
-			rows, err = r.tx.Query(r.ctx, r.s.sqlScanTo, table, start, end, limit)
-		}
+		page, err := r.page(table, start, limit)
 		if err != nil {
 			return fmt.Errorf("postgres: scan: %w", err)
 		}
-		var page [][2][]byte
-		for rows.Next() {
-			var k, v []byte
-			if err := rows.Scan(&k, &v); err != nil {
-				rows.Close()
-				return fmt.Errorf("postgres: scan: %w", err)
-			}
-			page = append(page, [2][]byte{k, v})
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return fmt.Errorf("postgres: scan: %w", err)
-		}
 		for _, kv := range page {
-			if !fn(kv[0], kv[1]) {
+			if end != nil && bytes.Compare(kv[0], end) >= 0 {
+				return nil
+			}
+			if !fn(bytes.Clone(kv[0]), bytes.Clone(kv[1])) {
 				return nil
 			}
 		}
@@ -496,6 +627,23 @@ func (r *reader) Scan(table string, start, end []byte, fn func(k, v []byte) bool
 		start = append(append(make([]byte, 0, len(last)+1), last...), 0)
 		limit = min(4*limit, 1024)
 	}
+}
+
+// page reads up to limit rows from start on, or recalls them.
+func (r *reader) page(table string, start []byte, limit int) ([][][]byte, error) {
+	mk := fmt.Sprintf("%s\x00%x\x00%d", table, start, limit)
+	if p, ok := r.pages[mk]; ok {
+		return p, nil
+	}
+	page, err := r.rows(r.s.sqlScan, table, start, limit)
+	if err != nil {
+		return nil, err
+	}
+	if r.pages == nil {
+		r.pages = map[string][][][]byte{}
+	}
+	r.pages[mk] = page
+	return page, nil
 }
 
 func (r *reader) Put(string, []byte, []byte) error {

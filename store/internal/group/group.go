@@ -25,6 +25,12 @@ type Committer struct {
 	// name prefixes the context errors ("bolt", "postgres").
 	name     string
 	maxBatch int
+	// A batch waits for the callers the previous commit released only
+	// while they keep arriving: at most stall between two arrivals, and
+	// most in all. A lone caller never waits: nobody was released ahead
+	// of it.
+	stall, most time.Duration
+	before      func() func()
 
 	mu      sync.Mutex
 	queue   []*call
@@ -42,10 +48,31 @@ type call struct {
 	done  chan struct{}
 }
 
-// New returns a Committer that runs its batches with txn, at most maxBatch
-// calls per transaction.
-func New(name string, maxBatch int, txn func(ctx context.Context, fn func(base store.Tx) error) error) *Committer {
-	return &Committer{txn: txn, name: name, maxBatch: maxBatch, arrived: make(chan struct{}, 1)}
+// Config configures a Committer.
+type Config struct {
+	Name     string // prefixes context errors ("bolt", "postgres")
+	MaxBatch int    // calls per transaction at most
+	// Stall and Gather bound how long a batch waits for the callers the
+	// previous commit released (see gather): at most Stall between two
+	// arrivals and Gather in all. Zero means 50µs and 500µs, sized for a
+	// commit of about a millisecond; a slower commit can afford more.
+	Stall, Gather time.Duration
+	// Before, if set, runs before each batch is taken from the queue — for
+	// a backend that must wait its turn to write (a lock shared with other
+	// processes): everyone who arrives during that wait joins the batch.
+	// The func it returns, if not nil, runs after the batch's commit.
+	Before func() (after func())
+}
+
+// New returns a Committer that runs its batches with txn.
+func New(c Config, txn func(ctx context.Context, fn func(base store.Tx) error) error) *Committer {
+	if c.Stall <= 0 {
+		c.Stall = 50 * time.Microsecond
+	}
+	if c.Gather <= 0 {
+		c.Gather = 500 * time.Microsecond
+	}
+	return &Committer{txn: txn, name: c.Name, maxBatch: c.MaxBatch, stall: c.Stall, most: c.Gather, before: c.Before, arrived: make(chan struct{}, 1)}
 }
 
 // Update queues fn for the next commit and returns its outcome once that
@@ -77,12 +104,19 @@ func (g *Committer) Update(ctx context.Context, fn func(store.Tx) error) error {
 // goroutine, so no caller waits on batches after the one it joined.
 func (g *Committer) lead() {
 	g.gather()
+	var after func()
+	if g.before != nil {
+		after = g.before()
+	}
 	g.mu.Lock()
 	n := min(len(g.queue), g.maxBatch)
 	batch := slices.Clone(g.queue[:n])
 	g.queue = slices.Delete(g.queue, 0, n)
 	g.mu.Unlock()
 	g.commit(batch)
+	if after != nil {
+		after()
+	}
 	g.mu.Lock()
 	// The callers just released usually come straight back with their
 	// next Update: the next batch waits for them (see gather).
@@ -97,15 +131,6 @@ func (g *Committer) lead() {
 		go g.lead()
 	}
 }
-
-// Gathering bounds: a batch waits for the callers the previous commit
-// released only while they keep arriving — at most gatherStall between two
-// arrivals, and gatherMax in all. A lone caller never waits: nobody was
-// released ahead of it.
-const (
-	gatherStall = 50 * time.Microsecond
-	gatherMax   = 500 * time.Microsecond
-)
 
 // gather lets the next batch collect the callers the previous commit just
 // released. Without it the callers of one commit always arrive while the
@@ -129,18 +154,18 @@ func (g *Committer) gather() {
 		g.mu.Lock()
 		n := len(g.queue)
 		g.mu.Unlock()
-		if n >= want || time.Since(start) >= gatherMax {
+		if n >= want || time.Since(start) >= g.most {
 			return
 		}
 		if timer == nil {
-			timer = time.NewTimer(gatherStall)
+			timer = time.NewTimer(g.stall)
 		} else {
-			timer.Reset(gatherStall)
+			timer.Reset(g.stall)
 		}
 		select {
 		case <-g.arrived:
 		case <-timer.C:
-			return // nobody came within gatherStall: go with what is here
+			return // nobody came within stall: go with what is here
 		}
 	}
 }
