@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/switchboardhq/switchboard/store"
 )
 
 // Lease is a claim on a todo. Its Token fences the claim: Complete and the
@@ -140,6 +142,9 @@ func (s *Switchboard) claimIn(t *txn, g *grantRec, qkey string, n int, d time.Du
 	if err != nil {
 		return nil, err
 	}
+	if len(ids) > n { // looked ahead for the prefetch
+		ids = ids[:n]
+	}
 	out := make([]Claimed, 0, len(ids))
 	for _, id := range ids {
 		r, err := t.todo(id)
@@ -172,15 +177,37 @@ func (s *Switchboard) claimIn(t *txn, g *grantRec, qkey string, n int, d time.Du
 
 // firstReady returns the ids of up to n ready todos of the queue, in claim
 // order (promote has moved every due one to ready).
+//
+// On a store whose reads are round trips (store.Prefetcher) it looks ahead
+// — up to claimLookahead ids, which it may return beyond n — and fetches
+// their records in one round trip: the claims that follow in the same
+// transaction (a ClaimN, or the next Claims of a group commit) then read
+// them without one each.
 func (t *txn) firstReady(qkey string, n int) ([]string, error) {
+	p, prefetch := t.tx.(store.Prefetcher)
+	want := n
+	if prefetch {
+		want = max(n, claimLookahead)
+	}
 	var ids []string
 	prefix := idxKey(idxReady, qkey, "")
 	err := t.tx.Scan(tIdx, []byte(prefix), prefixEnd(prefix), func(_, v []byte) bool {
 		ids = append(ids, string(v))
-		return len(ids) < n
+		return len(ids) < want
 	})
-	return ids, err
+	if err != nil || !prefetch || len(ids) == 0 {
+		return ids, err
+	}
+	keys := make([][]byte, len(ids))
+	for i, id := range ids {
+		keys[i] = []byte(id)
+	}
+	return ids, p.Prefetch(tTodos, keys)
 }
+
+// claimLookahead is how many ready ids firstReady reads ahead on a
+// prefetching store.
+const claimLookahead = 16
 
 // recoverLeases re-queues (or dead-letters) todos in the queue whose lease
 // has expired.

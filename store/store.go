@@ -102,3 +102,12 @@ type Notifier interface {
 type Watcher interface {
 	Watch(fn func(key string)) (stop func())
 }
+
+// Prefetcher is implemented by the Tx of a store whose reads are round
+// trips (a database server): Prefetch(table, keys) is a hint that the
+// transaction is about to Get those keys, so the store may fetch them in
+// one round trip. It changes no result — a Get afterwards returns exactly
+// what it would have returned without the hint.
+type Prefetcher interface {
+	Prefetch(table string, keys [][]byte) error
+}

@@ -131,8 +131,8 @@ type Store struct {
 	watchers map[int]func(string)
 	nextW    int
 
-	sqlGet, sqlScan, sqlPut, sqlDel string
-	sqlLock, sqlUnlock              string
+	sqlGet, sqlGetMany, sqlScan, sqlPut, sqlDel string
+	sqlLock, sqlUnlock                          string
 }
 
 var (
@@ -177,13 +177,14 @@ func Open(ctx context.Context, dsn string, opts *Options) (*Store, error) {
 	h := fnv.New64a()
 	h.Write([]byte("switchboard writer lock " + o.Table))
 	s := &Store{
-		pool:     pool,
-		opts:     o,
-		lockKey:  int64(h.Sum64()),
-		channel:  o.Table + "_notify",
-		watchers: map[int]func(string){},
-		sqlGet:   `SELECT v FROM ` + o.Table + ` WHERE tbl = $1 AND k = $2`,
-		sqlScan:  `SELECT k, v FROM ` + o.Table + ` WHERE tbl = $1 AND k >= $2 ORDER BY k LIMIT $3`,
+		pool:       pool,
+		opts:       o,
+		lockKey:    int64(h.Sum64()),
+		channel:    o.Table + "_notify",
+		watchers:   map[int]func(string){},
+		sqlGet:     `SELECT v FROM ` + o.Table + ` WHERE tbl = $1 AND k = $2`,
+		sqlGetMany: `SELECT k, v FROM ` + o.Table + ` WHERE tbl = $1 AND k = ANY($2::bytea[])`,
+		sqlScan:    `SELECT k, v FROM ` + o.Table + ` WHERE tbl = $1 AND k >= $2 ORDER BY k LIMIT $3`,
 		sqlPut: `INSERT INTO ` + o.Table + ` (tbl, k, v) SELECT $1, k, v FROM unnest($2::bytea[], $3::bytea[]) AS w(k, v)
 			ON CONFLICT (tbl, k) DO UPDATE SET v = EXCLUDED.v`,
 		sqlDel: `DELETE FROM ` + o.Table + ` WHERE tbl = $1 AND k = ANY($2::bytea[])`,
@@ -593,6 +594,34 @@ func (r *reader) Get(table string, key []byte) ([]byte, error) {
 		return nil, store.ErrNotFound
 	}
 	return bytes.Clone(v), nil
+}
+
+// Prefetch reads the keys not read yet in one round trip and remembers
+// them, so the Gets that follow cost none.
+func (r *reader) Prefetch(table string, keys [][]byte) error {
+	var want [][]byte
+	for _, k := range keys {
+		if _, ok := r.gets[table+"\x00"+string(k)]; !ok {
+			want = append(want, k)
+		}
+	}
+	if len(want) == 0 {
+		return nil
+	}
+	rows, err := r.rows(r.s.sqlGetMany, table, want)
+	if err != nil {
+		return fmt.Errorf("postgres: prefetch: %w", err)
+	}
+	if r.gets == nil {
+		r.gets = map[string][]byte{}
+	}
+	for _, k := range want {
+		r.gets[table+"\x00"+string(k)] = nil // absent unless found below
+	}
+	for _, row := range rows {
+		r.gets[table+"\x00"+string(row[0])] = row[1]
+	}
+	return nil
 }
 
 // Scan pages through the keys from start in chunks that grow from 16 to

@@ -4,10 +4,12 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"os"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
 
 	"github.com/switchboardhq/switchboard/store"
 	"github.com/switchboardhq/switchboard/store/postgres"
@@ -81,4 +83,37 @@ func TestConformance(t *testing.T) {
 			}))
 		})
 	}
+}
+
+// Prefetch is only a hint: after it, Get returns what it would have —
+// the transaction's own writes, committed values and absences alike.
+func TestPrefetchChangesNoResult(t *testing.T) {
+	dsn := testDSN(t)
+	st := open(t, dsn, postgres.Options{Table: freshTable(t, dsn)})
+	defer st.Close()
+	ctx := context.Background()
+	require.NoError(t, st.Update(ctx, func(tx store.Tx) error {
+		return errors.Join(tx.Put("t", []byte("a"), []byte("old")), tx.Put("t", []byte("b"), []byte("b1")))
+	}))
+	require.NoError(t, st.Update(ctx, func(tx store.Tx) error {
+		require.NoError(t, tx.Put("t", []byte("a"), []byte("new")))
+		require.NoError(t, tx.Delete("t", []byte("b")))
+		p, ok := tx.(store.Prefetcher)
+		require.True(t, ok, "the PostgreSQL store's Tx prefetches")
+		require.NoError(t, p.Prefetch("t", [][]byte{[]byte("a"), []byte("b"), []byte("c")}))
+		v, err := tx.Get("t", []byte("a"))
+		require.NoError(t, err)
+		require.Equal(t, "new", string(v), "own write wins over the prefetched value")
+		_, err = tx.Get("t", []byte("b"))
+		require.ErrorIs(t, err, store.ErrNotFound, "own delete wins")
+		_, err = tx.Get("t", []byte("c"))
+		require.ErrorIs(t, err, store.ErrNotFound, "absent stays absent")
+		return nil
+	}))
+	require.NoError(t, st.View(ctx, func(tx store.Tx) error {
+		v, err := tx.Get("t", []byte("a"))
+		require.NoError(t, err)
+		require.Equal(t, "new", string(v))
+		return nil
+	}))
 }

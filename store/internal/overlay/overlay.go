@@ -111,6 +111,14 @@ func (t *Tx) Scan(table string, start, end []byte, fn func(k, v []byte) bool) er
 	return nil
 }
 
+// Prefetch passes the hint on to the base if it is a store.Prefetcher.
+func (t *Tx) Prefetch(table string, keys [][]byte) error {
+	if p, ok := t.base.(store.Prefetcher); ok {
+		return p.Prefetch(table, keys)
+	}
+	return nil
+}
+
 // Notify buffers a notification (see store.Notifier) until Apply.
 func (t *Tx) Notify(key string) {
 	if !slices.Contains(t.notes, key) {
