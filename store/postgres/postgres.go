@@ -597,8 +597,17 @@ func (r *reader) Get(table string, key []byte) ([]byte, error) {
 }
 
 // Prefetch reads the keys not read yet in one round trip and remembers
-// them, so the Gets that follow cost none.
+// them, so the Gets that follow cost none. A hint whose first key was read
+// already is one that looks ahead over keys mostly fetched by an earlier
+// hint (a window sliding one claim at a time): it is skipped, so that only
+// one hint in a window's width costs a round trip.
 func (r *reader) Prefetch(table string, keys [][]byte) error {
+	if len(keys) == 0 {
+		return nil
+	}
+	if _, ok := r.gets[table+"\x00"+string(keys[0])]; ok {
+		return nil
+	}
 	var want [][]byte
 	for _, k := range keys {
 		if _, ok := r.gets[table+"\x00"+string(k)]; !ok {
