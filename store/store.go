@@ -36,6 +36,18 @@
 //   - If ctx is already done when View or Update is called, the call returns
 //     ctx.Err() (wrapped) and runs nothing. A transaction already running is
 //     not interrupted.
+//
+// # Optional capabilities
+//
+// A backend may offer more, found by type assertion (as io.WriterTo is);
+// switchboard uses what is there and works the same without it:
+//
+//   - [Watcher] (on the Store) and [Notifier] (on its Tx): commits announced
+//     to every process sharing the store, so blocked claims and
+//     subscriptions in other processes wake at once instead of at their
+//     next poll. The PostgreSQL store offers both (LISTEN/NOTIFY).
+//   - [Prefetcher] (on the Tx): a hint that some keys are about to be read,
+//     for a backend whose reads are round trips to a server.
 package store
 
 import (

@@ -22,8 +22,12 @@
 // snapshot. Update runs in a SERIALIZABLE transaction; a serialization
 // failure or a deadlock rolls it back and runs it again after a jittered
 // backoff (the store contract lets fn run more than once), up to
-// Options.MaxRetries times. Writes are buffered in the transaction and sent
-// in one round trip before COMMIT, so a function's cost is its reads.
+// Options.MaxRetries times. Round trips are few: BEGIN travels with the
+// transaction's first read; writes are buffered and sent, with COMMIT and
+// the writer lock's release, in one pipeline; a key or range the
+// transaction has read is not read again (its snapshot cannot change
+// under it); and a Prefetch hint (store.Prefetcher) fetches several keys
+// at once. So a function's cost is the reads nobody made before it.
 //
 // Every switchboard write appends to one hash-chained audit log, so write
 // transactions conflict on the log's head whatever else they touch: run
@@ -107,6 +111,13 @@ type Options struct {
 // ErrNewerSchema is returned by Open when the database was laid out by a
 // newer version of this package than the running one.
 var ErrNewerSchema = errors.New("postgres: the table was written by a newer version of this store")
+
+// ErrCommitUnknown is wrapped by the error of an Update whose connection
+// failed while its COMMIT was on the way: the server may or may not have
+// committed it, so it is neither retried nor reported as rolled back. A
+// caller that must know reads the store again (a CreateFor with a dedup key
+// can simply be repeated).
+var ErrCommitUnknown = errors.New("postgres: the connection failed during COMMIT; the transaction may or may not have committed")
 
 // Store is a PostgreSQL-backed store.
 type Store struct {
@@ -197,7 +208,8 @@ func Open(ctx context.Context, dsn string, opts *Options) (*Store, error) {
 	}
 	// A commit here costs round trips as well as the fsync: a batch can
 	// afford to wait longer for the callers the last one released.
-	gc := group.Config{Name: "postgres", MaxBatch: o.MaxBatch, Stall: 200 * time.Microsecond, Gather: 2 * time.Millisecond}
+	gc := group.Config{Name: "postgres", MaxBatch: o.MaxBatch, Stall: 200 * time.Microsecond, Gather: 2 * time.Millisecond,
+		Final: func(err error) bool { return errors.Is(err, ErrCommitUnknown) }}
 	if !o.ConcurrentWriters {
 		// Wait for the writer lock before taking the batch, so everyone
 		// who arrives while another process writes joins it.
@@ -435,6 +447,12 @@ func (s *Store) once(ctx context.Context, fn func(store.Tx) error, held *pgxpool
 	}
 	if b.Len() > 0 {
 		if err := conn.SendBatch(run, &b).Close(); err != nil {
+			var pe *pgconn.PgError
+			if rd.begin == "" && !errors.As(err, &pe) && !pgconn.SafeToRetry(err) {
+				// Not refused by the server, and maybe sent: COMMIT
+				// may have been executed.
+				return fmt.Errorf("postgres: update: %w (%v)", ErrCommitUnknown, err)
+			}
 			return fmt.Errorf("postgres: update: commit: %w", err)
 		}
 	}

@@ -117,3 +117,41 @@ func TestPrefetchChangesNoResult(t *testing.T) {
 		return nil
 	}))
 }
+
+// The layout is versioned: reopening an up-to-date table changes nothing,
+// a table marked by a newer version is refused with ErrNewerSchema (and
+// left as it is), and a table name that is not a plain identifier is
+// refused before anything is sent.
+func TestSchemaVersion(t *testing.T) {
+	dsn := testDSN(t)
+	ctx := context.Background()
+	table := freshTable(t, dsn)
+	st := open(t, dsn, postgres.Options{Table: table})
+	require.NoError(t, st.Update(ctx, func(tx store.Tx) error { return tx.Put("t", []byte("k"), []byte("v")) }))
+	require.NoError(t, st.Close())
+
+	st = open(t, dsn, postgres.Options{Table: table})
+	require.NoError(t, st.View(ctx, func(tx store.Tx) error {
+		v, err := tx.Get("t", []byte("k"))
+		require.Equal(t, "v", string(v))
+		return err
+	}))
+	require.NoError(t, st.Close())
+
+	conn, err := pgx.Connect(ctx, dsn)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	_, err = conn.Exec(ctx, `UPDATE `+table+`_schema SET version = version + 1`)
+	require.NoError(t, err)
+	_, err = postgres.Open(ctx, dsn, &postgres.Options{Table: table})
+	require.ErrorIs(t, err, postgres.ErrNewerSchema)
+	var n int
+	require.NoError(t, conn.QueryRow(ctx, `SELECT count(*) FROM `+table).Scan(&n))
+	require.Equal(t, 1, n, "the newer table is left alone")
+
+	for _, bad := range []string{"Upper", "x; DROP TABLE y", "a-b", "1abc"} {
+		_, err := postgres.Open(ctx, dsn, &postgres.Options{Table: bad})
+		require.Error(t, err, bad)
+		require.Contains(t, err.Error(), "identifier")
+	}
+}

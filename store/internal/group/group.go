@@ -31,6 +31,7 @@ type Committer struct {
 	// of it.
 	stall, most time.Duration
 	before      func() func()
+	final       func(error) bool
 
 	mu      sync.Mutex
 	queue   []*call
@@ -62,6 +63,10 @@ type Config struct {
 	// processes): everyone who arrives during that wait joins the batch.
 	// The func it returns, if not nil, runs after the batch's commit.
 	Before func() (after func())
+	// Final, if set, reports that an error of a batch's transaction leaves
+	// its outcome unknown (the commit may have happened): every call of
+	// the batch then returns that error instead of being run again alone.
+	Final func(error) bool
 }
 
 // New returns a Committer that runs its batches with txn.
@@ -72,7 +77,7 @@ func New(c Config, txn func(ctx context.Context, fn func(base store.Tx) error) e
 	if c.Gather <= 0 {
 		c.Gather = 500 * time.Microsecond
 	}
-	return &Committer{txn: txn, name: c.Name, maxBatch: c.MaxBatch, stall: c.Stall, most: c.Gather, before: c.Before, arrived: make(chan struct{}, 1)}
+	return &Committer{txn: txn, name: c.Name, maxBatch: c.MaxBatch, stall: c.Stall, most: c.Gather, before: c.Before, final: c.Final, arrived: make(chan struct{}, 1)}
 }
 
 // Update queues fn for the next commit and returns its outcome once that
@@ -199,6 +204,12 @@ func (g *Committer) commit(batch []*call) {
 		return nil
 	})
 	if err == nil {
+		return
+	}
+	if g.final != nil && g.final(err) {
+		for _, c := range batch {
+			c.err, c.panic = err, nil
+		}
 		return
 	}
 	// The batch did not commit, so every outcome in it was computed over
