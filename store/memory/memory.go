@@ -1,22 +1,24 @@
 // Package memory is an in-memory switchboard store, for tests and for
 // embedding where durability is not wanted.
 //
-// It keeps each table as a sorted slice of keys and holds a single lock: one
-// writer or many readers at a time. Update writes into a private overlay that
-// is applied on commit, so an error or panic in fn discards it untouched.
-// Keys and values are copied in and out.
+// It keeps each table as a B-tree (github.com/google/btree: O(log n) inserts
+// and ordered range scans) and holds a single lock: one writer or many
+// readers at a time. Update writes straight into the tables under the write
+// lock and keeps an undo log, replayed backwards if fn returns an error or
+// panics, so a failed Update leaves nothing behind and readers (who wait
+// for the lock) never see a half-done one. Keys and values are copied in
+// and out.
 package memory
 
 import (
 	"bytes"
 	"context"
 	"fmt"
-	"slices"
-	"sort"
 	"sync"
 
+	"github.com/google/btree"
+
 	"github.com/switchboardhq/switchboard/store"
-	"github.com/switchboardhq/switchboard/store/internal/overlay"
 )
 
 // Store is an in-memory store. The zero value is not usable; call New.
@@ -28,10 +30,15 @@ type Store struct {
 
 var _ store.Store = (*Store)(nil)
 
-type table struct {
-	keys []string // sorted
-	vals map[string][]byte
+// table is one table's keys in order; an item owns its copies.
+type table = btree.BTreeG[item]
+
+type item struct {
+	k string
+	v []byte
 }
+
+func less(a, b item) bool { return a.k < b.k }
 
 // New returns an empty in-memory store.
 func New() *Store {
@@ -62,11 +69,18 @@ func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
 	if s.closed {
 		return store.ErrClosed
 	}
-	ov := overlay.New(&tx{s: s})
-	if err := fn(ov); err != nil {
+	t := &tx{s: s, writable: true}
+	done := false
+	defer func() {
+		if !done { // fn failed or panicked: undo, newest first
+			t.rollback()
+		}
+	}()
+	if err := fn(t); err != nil {
 		return err
 	}
-	return ov.Apply(&tx{s: s, writable: true})
+	done = true
+	return nil
 }
 
 // Close marks the store closed; later calls return store.ErrClosed.
@@ -77,17 +91,44 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// tx reads the tables directly; a writable one (used only to apply an
-// overlay) writes them directly too, keeping keys sorted by binary search.
+// tx reads and writes the tables directly; a writable one (an Update's)
+// logs what each write replaced.
 type tx struct {
 	s        *Store
 	writable bool
+	undo     []undo
+}
+
+// undo restores one key of one table: to old, or to absent.
+type undo struct {
+	table, key string
+	old        []byte
+	existed    bool
+}
+
+// remember logs key's current value before a write.
+func (t *tx) remember(name string, tb *table, key string) {
+	it, ok := tb.Get(item{k: key})
+	t.undo = append(t.undo, undo{table: name, key: key, old: it.v, existed: ok})
+}
+
+func (t *tx) rollback() {
+	for i := len(t.undo) - 1; i >= 0; i-- {
+		u := t.undo[i]
+		tb := t.s.tables[u.table]
+		if u.existed {
+			tb.ReplaceOrInsert(item{k: u.key, v: u.old})
+		} else {
+			tb.Delete(item{k: u.key})
+		}
+	}
+	t.undo = nil
 }
 
 func (t *tx) Get(tbl string, key []byte) ([]byte, error) {
 	if tb := t.s.tables[tbl]; tb != nil {
-		if v, ok := tb.vals[string(key)]; ok {
-			return bytes.Clone(v), nil
+		if it, ok := tb.Get(item{k: string(key)}); ok {
+			return bytes.Clone(it.v), nil
 		}
 	}
 	return nil, store.ErrNotFound
@@ -102,15 +143,15 @@ func (t *tx) Put(tbl string, key, value []byte) error {
 	}
 	tb := t.s.tables[tbl]
 	if tb == nil {
-		tb = &table{vals: make(map[string][]byte)}
+		tb = btree.NewG(32, less)
 		t.s.tables[tbl] = tb
 	}
-	k := string(key)
-	if _, exists := tb.vals[k]; !exists {
-		i := sort.SearchStrings(tb.keys, k)
-		tb.keys = slices.Insert(tb.keys, i, k)
+	v := bytes.Clone(value)
+	if v == nil {
+		v = []byte{}
 	}
-	tb.vals[k] = bytes.Clone(value)
+	t.remember(tbl, tb, string(key))
+	tb.ReplaceOrInsert(item{k: string(key), v: v})
 	return nil
 }
 
@@ -118,15 +159,11 @@ func (t *tx) Delete(tbl string, key []byte) error {
 	if !t.writable {
 		return store.ErrReadOnly
 	}
-	tb := t.s.tables[tbl]
-	if tb == nil {
-		return nil
-	}
-	k := string(key)
-	if _, exists := tb.vals[k]; exists {
-		delete(tb.vals, k)
-		i := sort.SearchStrings(tb.keys, k)
-		tb.keys = slices.Delete(tb.keys, i, i+1)
+	if tb := t.s.tables[tbl]; tb != nil {
+		if _, ok := tb.Get(item{k: string(key)}); ok {
+			t.remember(tbl, tb, string(key))
+			tb.Delete(item{k: string(key)})
+		}
 	}
 	return nil
 }
@@ -136,17 +173,16 @@ func (t *tx) Scan(tbl string, start, end []byte, fn func(k, v []byte) bool) erro
 	if tb == nil {
 		return nil
 	}
-	lo, hi := 0, len(tb.keys)
-	if start != nil {
-		lo = sort.SearchStrings(tb.keys, string(start))
-	}
-	if end != nil {
-		hi = sort.SearchStrings(tb.keys, string(end))
-	}
-	for _, k := range tb.keys[lo:max(lo, hi)] {
-		if !fn([]byte(k), bytes.Clone(tb.vals[k])) {
-			return nil
-		}
+	visit := func(it item) bool { return fn([]byte(it.k), bytes.Clone(it.v)) }
+	switch {
+	case start == nil && end == nil:
+		tb.Ascend(visit)
+	case start == nil:
+		tb.AscendLessThan(item{k: string(end)}, visit)
+	case end == nil:
+		tb.AscendGreaterOrEqual(item{k: string(start)}, visit)
+	case string(start) < string(end):
+		tb.AscendRange(item{k: string(start)}, item{k: string(end)}, visit)
 	}
 	return nil
 }

@@ -9,9 +9,10 @@ import (
 	"github.com/switchboardhq/switchboard/store/memory"
 )
 
-// The memory store runs every Update through an overlay, so its
-// conformance suite (store/memory) covers the overlay's reads, scans and
-// undo; this test adds the merge cases one by one.
+// The bolt and PostgreSQL stores run their Updates through overlays (group
+// commit), so their conformance suites cover the overlay's reads, scans and
+// undo; these tests add the merge cases one by one, on the memory store as
+// the base.
 
 // Scans merge base and overlay keys at every position, with deletions and
 // early stops.
