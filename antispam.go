@@ -110,7 +110,7 @@ func (t *txn) take(key string, burst int, every time.Duration, limit string) err
 
 // checkBlocked returns ErrNotFound, worded exactly like an unknown target,
 // if to's human blocked requester.
-func (t *txn) checkBlocked(requester Human, to *Persona) error {
+func (t *txn) checkBlocked(requester Human, to *personaHead) error {
 	if blocked, err := t.lookup(tBlocks, to.Owner.key()+sep+requester.key()); err != nil {
 		return err
 	} else if blocked != "" {
@@ -123,7 +123,7 @@ func (t *txn) checkBlocked(requester Human, to *Persona) error {
 // verified) to persona to and returns the first limit hit, as a
 // *RetryError. On success it has consumed one token of each bucket; the
 // caller's transaction commits or discards that with the rest.
-func (s *Switchboard) admit(t *txn, requester Human, to *Persona) error {
+func (s *Switchboard) admit(t *txn, requester Human, to *personaHead) error {
 	q := s.quotas
 	if q.Cooldown >= 0 {
 		until, err := t.lookup(tCooldown, requester.key()+sep+to.ID)

@@ -69,6 +69,19 @@ func (s *Switchboard) Search(ctx context.Context, q Query) ([]Listing, error) {
 	return out, nil
 }
 
+// discoverableHead is discoverable for the checks that need only a
+// persona's head.
+func (t *txn) discoverableHead(id string) (*personaHead, error) {
+	p, err := t.personaHead(id)
+	if err != nil {
+		return nil, err
+	}
+	if !p.Discoverable {
+		return nil, notFound("persona")
+	}
+	return p, nil
+}
+
 // discoverable is the directory's one rule: a persona others may see.
 func (t *txn) discoverable(id string) (*Persona, error) {
 	p, err := t.persona(id)

@@ -191,7 +191,7 @@ func (s *Switchboard) Request(ctx context.Context, r FriendRequest) (edge Edge, 
 		if from.Owner != prov.Human() {
 			return fmt.Errorf("%w: the verified human does not own agent %q", ErrForbidden, r.From)
 		}
-		to, err := t.discoverable(r.To)
+		to, err := t.discoverableHead(r.To)
 		if err != nil {
 			return err
 		}

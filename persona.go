@@ -102,6 +102,25 @@ func (s *Switchboard) Publish(ctx context.Context, p Persona) (Persona, error) {
 	return p, nil
 }
 
+// personaHead is what most checks need of a persona — who owns it, whether
+// it is discoverable, its card's name — read from the same record without
+// decoding the rest of the card, and kept in the hot cache.
+type personaHead struct {
+	ID           string `json:"id"`
+	Owner        Human  `json:"owner"`
+	Discoverable bool   `json:"discoverable"`
+	Card         struct {
+		Name string `json:"name"`
+	} `json:"card"`
+}
+
+func (h personaHead) clone() personaHead { return h }
+
+// personaHead reads persona id's head.
+func (t *txn) personaHead(id string) (*personaHead, error) {
+	return getHot[personaHead](t, tPersonas, id, "persona")
+}
+
 func (t *txn) persona(id string) (*Persona, error) {
 	var p Persona
 	if err := t.get(tPersonas, id, &p, "persona"); err != nil {
