@@ -37,6 +37,7 @@ type Committer struct {
 	queue   []*call
 	leading bool          // a goroutine is committing batches
 	expect  int           // how many callers the next batch waits for
+	freed   time.Time     // when the last batch released its callers
 	arrived chan struct{} // poked (never blocking) when a call is queued
 }
 
@@ -125,12 +126,13 @@ func (g *Committer) lead() {
 	g.mu.Lock()
 	// The callers just released usually come straight back with their
 	// next Update: the next batch waits for them (see gather).
+	// So does the caller that finds no leader because the whole queue
+	// was in this batch: it is the first of them back, and it waits for
+	// the others too (a batch of 16 is not followed by a batch of 1).
 	g.expect = min(len(g.queue)+len(batch), g.maxBatch)
+	g.freed = time.Now()
 	more := len(g.queue) > 0
 	g.leading = more
-	if !more {
-		g.expect = 0
-	}
 	g.mu.Unlock()
 	if more {
 		go g.lead()
@@ -144,8 +146,9 @@ func (g *Committer) lead() {
 func (g *Committer) gather() {
 	g.mu.Lock()
 	want := g.expect
+	stale := time.Since(g.freed) > g.most // they are not coming back
 	g.mu.Unlock()
-	if want <= 1 {
+	if want <= 1 || stale {
 		return
 	}
 	start := time.Now()
