@@ -426,7 +426,7 @@ func (s *Store) once(ctx context.Context, fn func(store.Tx) error, held *pgxpool
 	}()
 	rd := &reader{s: s, ctx: run, conn: conn, begin: "BEGIN ISOLATION LEVEL SERIALIZABLE"}
 	w := overlay.New(rd)
-	if err := fn(w); err != nil {
+	if err := fn(w.Exposed()); err != nil {
 		return err
 	}
 	var c collector

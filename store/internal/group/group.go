@@ -197,7 +197,7 @@ func (g *Committer) commit(batch []*call) {
 				continue
 			}
 			ov := overlay.New(base)
-			if c.err = run(c, func() error { return c.fn(ov) }); c.err != nil || c.panic != nil {
+			if c.err = run(c, func() error { return c.fn(ov.Exposed()) }); c.err != nil || c.panic != nil {
 				continue // undone alone: its overlay is dropped
 			}
 			if err := ov.Apply(base); err != nil {

@@ -111,13 +111,22 @@ func (t *Tx) Scan(table string, start, end []byte, fn func(k, v []byte) bool) er
 	return nil
 }
 
-// Prefetch passes the hint on to the base if it is a store.Prefetcher.
-func (t *Tx) Prefetch(table string, keys [][]byte) error {
+// Exposed returns the Tx to hand a function: t itself, or, when the base
+// is a store.Prefetcher, t with a Prefetch that passes hints on — so a
+// function sees the capability exactly when it does something.
+func (t *Tx) Exposed() store.Tx {
 	if p, ok := t.base.(store.Prefetcher); ok {
-		return p.Prefetch(table, keys)
+		return prefetchTx{t, p}
 	}
-	return nil
+	return t
 }
+
+type prefetchTx struct {
+	*Tx
+	p store.Prefetcher
+}
+
+func (t prefetchTx) Prefetch(table string, keys [][]byte) error { return t.p.Prefetch(table, keys) }
 
 // Notify buffers a notification (see store.Notifier) until Apply.
 func (t *Tx) Notify(key string) {

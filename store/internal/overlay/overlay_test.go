@@ -98,3 +98,42 @@ func TestOverlayNotify(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// hints is a base that records Prefetch hints.
+type hints struct {
+	store.Tx
+	got []string
+}
+
+func (h *hints) Prefetch(table string, keys [][]byte) error {
+	for _, k := range keys {
+		h.got = append(h.got, table+"/"+string(k))
+	}
+	return nil
+}
+
+// Exposed offers Prefetch exactly when the base does, and passes the hints
+// on.
+func TestOverlayExposedPrefetch(t *testing.T) {
+	s := memory.New()
+	err := s.Update(context.Background(), func(tx store.Tx) error {
+		if _, ok := overlay.New(tx).Exposed().(store.Prefetcher); ok {
+			t.Error("an overlay over a base without Prefetch offers it")
+		}
+		base := &hints{Tx: tx}
+		p, ok := overlay.New(base).Exposed().(store.Prefetcher)
+		if !ok {
+			t.Fatal("an overlay over a Prefetcher hides it")
+		}
+		if err := p.Prefetch("t", [][]byte{[]byte("a"), []byte("b")}); err != nil {
+			return err
+		}
+		if len(base.got) != 2 || base.got[0] != "t/a" || base.got[1] != "t/b" {
+			t.Errorf("hints passed on: %v", base.got)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
