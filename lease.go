@@ -142,9 +142,6 @@ func (s *Switchboard) claimIn(t *txn, g *grantRec, qkey string, n int, d time.Du
 	if err != nil {
 		return nil, err
 	}
-	if len(ids) > n { // looked ahead for the prefetch
-		ids = ids[:n]
-	}
 	out := make([]Claimed, 0, len(ids))
 	for _, id := range ids {
 		r, err := t.todo(id)
@@ -179,8 +176,7 @@ func (s *Switchboard) claimIn(t *txn, g *grantRec, qkey string, n int, d time.Du
 // order (promote has moved every due one to ready).
 //
 // On a store whose reads are round trips (store.Prefetcher) it looks ahead
-// — up to claimLookahead ids, which it may return beyond n — and fetches
-// their records in one round trip: the claims that follow in the same
+// — up to claimLookahead ids — and fetches their records in one round trip: the claims that follow in the same
 // transaction (a ClaimN, or the next Claims of a group commit) then read
 // them without one each.
 func (t *txn) firstReady(qkey string, n int) ([]string, error) {
@@ -202,7 +198,7 @@ func (t *txn) firstReady(qkey string, n int) ([]string, error) {
 	for i, id := range ids {
 		keys[i] = []byte(id)
 	}
-	return ids, p.Prefetch(tTodos, keys)
+	return ids[:min(n, len(ids))], p.Prefetch(tTodos, keys)
 }
 
 // claimLookahead is how many ready ids firstReady reads ahead on a
