@@ -1,6 +1,7 @@
 package postgres_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -18,24 +19,24 @@ import (
 	"github.com/switchboardhq/switchboard/store/postgres"
 )
 
-// cutProxy forwards connections to the server and, once armed, forwards
-// the next thing a client sends and then cuts that connection — before the
+// cutProxy forwards connections to the server and cuts the connection that
+// sends a chunk containing marker, right after forwarding it — before the
 // answer can come back — as a network failure would.
 type cutProxy struct {
-	ln    net.Listener
-	dial  func() (net.Conn, error)
-	armed atomic.Bool
-	cuts  atomic.Int32
-	wg    sync.WaitGroup
-	mu    sync.Mutex
-	conns []net.Conn
+	ln     net.Listener
+	dial   func() (net.Conn, error)
+	marker []byte // set before the connections are made; nil: never cut
+	cuts   atomic.Int32
+	wg     sync.WaitGroup
+	mu     sync.Mutex
+	conns  []net.Conn
 }
 
-func newCutProxy(t *testing.T, dsn string) (*cutProxy, string) {
+func newCutProxy(t *testing.T, dsn string, marker []byte) (*cutProxy, string) {
 	cfg, err := pgx.ParseConfig(dsn)
 	require.NoError(t, err)
 	host, port := cfg.Host, cfg.Port
-	p := &cutProxy{dial: func() (net.Conn, error) {
+	p := &cutProxy{marker: marker, dial: func() (net.Conn, error) {
 		if strings.HasPrefix(host, "/") {
 			return net.Dial("unix", filepath.Join(host, fmt.Sprintf(".s.PGSQL.%d", port)))
 		}
@@ -78,12 +79,15 @@ func (p *cutProxy) serve() {
 			for {
 				n, err := c.Read(buf)
 				if n > 0 {
-					if _, werr := s.Write(buf[:n]); werr != nil {
-						return
-					}
-					if p.armed.CompareAndSwap(true, false) {
+					cut := p.marker != nil && bytes.Contains(buf[:n], p.marker)
+					if cut {
+						// The client's side goes first, so no answer can
+						// reach it; then the chunk goes out.
+						_ = c.Close()
 						p.cuts.Add(1)
-						return // it went out; its answer never comes back
+					}
+					if _, werr := s.Write(buf[:n]); werr != nil || cut {
+						return
 					}
 				}
 				if err != nil {
@@ -99,7 +103,10 @@ func (p *cutProxy) serve() {
 // retry could apply it twice).
 func TestCommitOutcomeUnknown(t *testing.T) {
 	dsn := testDSN(t)
-	proxy, proxied := newCutProxy(t, dsn)
+	// The value written is the marker: it travels only in the pipeline
+	// that carries the transaction's writes and its COMMIT.
+	marker := []byte("cut-the-connection-after-this-value")
+	proxy, proxied := newCutProxy(t, dsn, marker)
 	table := freshTable(t, dsn)
 	for _, each := range []bool{true, false} {
 		st := open(t, proxied, postgres.Options{Table: table, CommitEachUpdate: each})
@@ -108,10 +115,7 @@ func TestCommitOutcomeUnknown(t *testing.T) {
 		runs := 0
 		err := st.Update(ctx, func(tx store.Tx) error {
 			runs++
-			// Writes are buffered, so what the connection sends next
-			// is the pipeline that ends with COMMIT.
-			proxy.armed.Store(true)
-			return tx.Put("t", []byte(fmt.Sprint("k", each)), []byte("v"))
+			return tx.Put("t", []byte(fmt.Sprint("k", each)), marker)
 		})
 		require.ErrorIs(t, err, postgres.ErrCommitUnknown, "CommitEachUpdate=%v", each)
 		require.Equal(t, 1, runs, "not run again")
