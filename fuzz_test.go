@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	sb "github.com/switchboardhq/switchboard"
+	"github.com/switchboardhq/switchboard/store"
 	"github.com/switchboardhq/switchboard/store/memory"
 )
 
@@ -173,6 +174,7 @@ func FuzzNewTodo(f *testing.F) {
 		got, err := h.sb.Get(ctx, cred, td.ID)
 		require.NoError(t, err)
 		if created {
+			assert.Equal(t, td, got, "Get returns exactly what CreateFor stored")
 			assert.Equal(t, kind, got.Kind)
 			assert.Equal(t, title, got.Title)
 			assert.True(t, bytes.Equal(payload, got.Payload), "payload")
@@ -270,4 +272,64 @@ func FuzzDecodeJSON(f *testing.F) {
 		require.NoError(t, sb.DecodeJSON(again, &fr2))
 		assert.Equal(t, fr, fr2)
 	})
+}
+
+// FuzzStoredTodo: a todo record damaged in the store (a bad disk, another
+// program writing the file) never panics a read or a claim: a record that
+// does not decode is an error for Get and for a claim that reaches it, the
+// claim writes nothing, and the other todos are unaffected.
+func FuzzStoredTodo(f *testing.F) {
+	// The seeds: real records, in another store.
+	{
+		st := memory.New()
+		h := newHarness(f, st)
+		_, cred, err := h.sb.Vend(ctx, h.bob, sb.VendRequest{Agent: "bob-desk", Scope: scope("inbox", sb.VerbCreateFor)})
+		require.NoError(f, err)
+		for _, n := range []sb.NewTodo{
+			{Kind: "k"},
+			{Kind: "invoice.review", Title: "Review", Payload: []byte(`{"n":1}`), Priority: -3, DedupKey: "d", MaxAttempts: 2},
+		} {
+			td, _, err := h.sb.CreateFor(ctx, cred, "inbox", n)
+			require.NoError(f, err)
+			f.Add(storedTodo(f, st, td.ID))
+		}
+	}
+	f.Add([]byte{0x01})
+	f.Add([]byte(`{"id":"x"}`))
+	st := memory.New()
+	h := newHarness(f, st)
+	_, cred, err := h.sb.Vend(ctx, h.bob, sb.VendRequest{Agent: "bob-desk", Scope: scope("inbox", sb.VerbCreateFor, sb.VerbGet, sb.VerbClaim, sb.VerbList)})
+	require.NoError(f, err)
+	victim, _, err := h.sb.CreateFor(ctx, cred, "inbox", sb.NewTodo{Kind: "victim"})
+	require.NoError(f, err)
+	good, _, err := h.sb.CreateFor(ctx, cred, "inbox", sb.NewTodo{Kind: "good", Priority: -1})
+	require.NoError(f, err)
+	var seq uint64
+	newEvents(f, h, &seq)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		require.NoError(t, st.Update(ctx, func(tx store.Tx) error { return tx.Put("todos", []byte(victim.ID), data) }))
+		_, _ = h.sb.List(ctx, cred, "inbox", nil)
+		if _, err := h.sb.Get(ctx, cred, victim.ID); err != nil && !errors.Is(err, sb.ErrNotFound) {
+			// It does not decode: the claim that reaches it (first in
+			// line, by priority) fails, and nothing is written.
+			_, _, err := h.sb.Claim(ctx, cred, "inbox", nil)
+			require.Error(t, err)
+			require.False(t, newEvents(t, h, &seq), "a failed claim wrote events")
+		}
+		got, err := h.sb.Get(ctx, cred, good.ID)
+		require.NoError(t, err, "an undamaged todo still reads")
+		require.Equal(t, good, got)
+	})
+}
+
+// storedTodo is a todo's record as the store holds it.
+func storedTodo(t testing.TB, st store.Store, id string) []byte {
+	t.Helper()
+	var b []byte
+	require.NoError(t, st.View(ctx, func(tx store.Tx) error {
+		var err error
+		b, err = tx.Get("todos", []byte(id))
+		return err
+	}))
+	return b
 }

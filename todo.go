@@ -165,8 +165,12 @@ func (s *Switchboard) CreateFor(ctx context.Context, c Credential, queue string,
 			}
 			human = r.Requester
 		}
+		var payload []byte // an empty payload is stored, and returned, as none
+		if len(n.Payload) > 0 {
+			payload = n.Payload
+		}
 		rec, err := t.insertTodo(todoRec{Todo: Todo{
-			Queue: queue, Kind: n.Kind, Title: n.Title, Payload: n.Payload,
+			Queue: queue, Kind: n.Kind, Title: n.Title, Payload: payload,
 			Priority: n.Priority, DedupKey: n.DedupKey, MaxAttempts: maxAttempts, AvailableAt: avail,
 			Origin: Origin{Agent: g.Holder, Grant: g.ID, Edge: g.EdgeID, Human: human},
 		}, QueueKey: qkey}, agentActor(g.Holder), true)

@@ -114,9 +114,14 @@ func (t *txn) get(table string, key string, v any, what string) error {
 
 // storedRecord and loadedRecord are record types with a stored form of
 // their own (see todoRec): put and get use it directly.
+// binaryRecord is one with a binary stored form (see todoFormatV1), which
+// put prefers.
 type (
 	storedRecord interface{ storedForm() any }
 	loadedRecord interface{ loadStored([]byte) error }
+	binaryRecord interface {
+		appendStored([]byte) ([]byte, error)
+	}
 )
 
 func decodeRecord(b []byte, v any) error {
@@ -181,6 +186,13 @@ func getHot[T hotRecord[T]](t *txn, table, key, what string) (*T, error) {
 }
 
 func (t *txn) put(table string, key string, v any) error {
+	if r, ok := v.(binaryRecord); ok {
+		b, err := r.appendStored(nil)
+		if err != nil {
+			return fmt.Errorf("switchboard: encode %s: %w", table, err)
+		}
+		return t.tx.Put(table, []byte(key), b)
+	}
 	if r, ok := v.(storedRecord); ok {
 		v = r.storedForm()
 	}

@@ -326,19 +326,10 @@ func (r todoRec) MarshalJSON() ([]byte, error) { return json.Marshal(r.storedFor
 
 func (r *todoRec) UnmarshalJSON(b []byte) error { return r.loadStored(b) }
 
-// storedForm and loadStored let txn.put and txn.get encode a todo without
-// going through MarshalJSON, which encoding/json would re-scan and compact.
+// storedForm is the JSON form todo records had before the binary one
+// (record.go); loadStored reads both.
 func (r todoRec) storedForm() any {
 	return todoRecStored{todoPlain(r.Todo), r.QueueKey, r.Seq, r.LeaseToken}
-}
-
-func (r *todoRec) loadStored(b []byte) error {
-	var s todoRecStored
-	if err := json.Unmarshal(b, &s); err != nil {
-		return err
-	}
-	*r = todoRec{Todo: Todo(s.todoPlain), QueueKey: s.QueueKey, Seq: s.Seq, LeaseToken: s.LeaseToken}
-	return nil
 }
 
 type grantRecStored struct {
