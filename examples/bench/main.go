@@ -56,8 +56,19 @@ func add(name string, v float64, unit string, baseName string, base float64, tar
 		r.base = fmt.Sprintf("%s %.0f %s", baseName, base, unit)
 		r.ratio = fmt.Sprintf("%.2f×", v/base)
 	}
+	addRow(r)
+}
+
+// addPaired adds a row measured by paired: the ratio is the median of the
+// per-round ratios.
+func addPaired(name string, v float64, unit string, baseName string, base, ratio float64, target string) {
+	addRow(row{name: name, value: fmt.Sprintf("%.0f %s", v, unit), target: target,
+		base: fmt.Sprintf("%s %.0f %s", baseName, base, unit), ratio: fmt.Sprintf("%.2f×", ratio)})
+}
+
+func addRow(r row) {
 	rows = append(rows, r)
-	fmt.Fprintf(os.Stderr, "  %-46s %14s  %s\n", name, r.value, r.ratio)
+	fmt.Fprintf(os.Stderr, "  %-46s %14s  %s\n", r.name, r.value, r.ratio)
 }
 
 func main() {
@@ -92,8 +103,6 @@ func main() {
 type bench struct {
 	dir string
 	n   int
-
-	put1, batch16 float64 // the baselines, ops/s
 }
 
 func (b *bench) path() string {
@@ -101,10 +110,10 @@ func (b *bench) path() string {
 	return filepath.Join(b.dir, fmt.Sprintf("db%d", b.n))
 }
 
-// rate runs fn from workers goroutines for *dur and returns calls per second.
-func rate(workers int, fn func(w int) int) float64 {
+// rate runs fn from workers goroutines for d and returns calls per second.
+func rate(d time.Duration, workers int, fn func(w int) int) float64 {
 	var n atomic.Int64
-	deadline := time.Now().Add(*dur)
+	deadline := time.Now().Add(d)
 	start := time.Now()
 	var wg sync.WaitGroup
 	for w := range workers {
@@ -118,6 +127,23 @@ func rate(workers int, fn func(w int) int) float64 {
 	}
 	wg.Wait()
 	return float64(n.Load()) / time.Since(start).Seconds()
+}
+
+// rounds is how many alternating rounds paired runs.
+const rounds = 6
+
+// paired measures a figure and its baseline in alternating rounds of
+// *dur/rounds each, so that drift in this shared machine's fsync latency
+// (it moves by ±30% within a minute) hits both alike. It returns the
+// medians of each and the median of the per-round ratios.
+func paired(base, fig func(d time.Duration) float64) (b, f, ratio float64) {
+	d := *dur / rounds
+	var bs, fs, rs []float64
+	for range rounds {
+		x, y := base(d), fig(d)
+		bs, fs, rs = append(bs, x), append(fs, y), append(rs, y/x)
+	}
+	return median(bs), median(fs), median(rs)
 }
 
 // median returns the middle of xs (the mean of the two middle ones).
@@ -138,37 +164,46 @@ func must(err error) {
 
 func value256() []byte { return make([]byte, 256) }
 
-// raw measures the bbolt baselines.
-func (b *bench) raw() {
-	openRaw := func(noSync bool) *bbolt.DB {
-		db, err := bbolt.Open(b.path(), 0o600, &bbolt.Options{NoSync: noSync})
-		must(err)
-		return db
-	}
-	var seq atomic.Uint64
-	put := func(tx *bbolt.Tx) error {
-		bk, err := tx.CreateBucketIfNotExists([]byte("b"))
-		if err != nil {
-			return err
-		}
-		return bk.Put(binary.BigEndian.AppendUint64(nil, seq.Add(1)), value256())
-	}
-	db := openRaw(false)
-	b.put1 = rate(1, func(int) int { must(db.Update(put)); return 1 })
-	add("raw bbolt: one Put per Update, 1 writer", b.put1, "commits/s", "", 0, "baseline")
-	b.batch16 = rate(16, func(int) int { must(db.Batch(put)); return 1 })
-	add("raw bbolt: DB.Batch, 16 writers", b.batch16, "puts/s", "", 0, "baseline")
-	must(db.Close())
-	db = openRaw(true)
-	ns := rate(1, func(int) int { must(db.Update(put)); return 1 })
-	add("raw bbolt: NoSync, 1 writer (CPU ceiling)", ns, "commits/s", "", 0, "ceiling")
-	must(db.Close())
+// rawDB is a raw bbolt file with the baselines' write: one 256-byte value
+// under the next sequential key.
+type rawDB struct {
+	db  *bbolt.DB
+	seq atomic.Uint64
 }
 
-func (b *bench) baselines() {
-	if b.put1 == 0 {
-		b.raw()
+func (b *bench) openRaw(noSync bool) *rawDB {
+	db, err := bbolt.Open(b.path(), 0o600, &bbolt.Options{NoSync: noSync})
+	must(err)
+	return &rawDB{db: db}
+}
+
+func (r *rawDB) put(tx *bbolt.Tx) error {
+	bk, err := tx.CreateBucketIfNotExists([]byte("b"))
+	if err != nil {
+		return err
 	}
+	return bk.Put(binary.BigEndian.AppendUint64(nil, r.seq.Add(1)), value256())
+}
+
+// put1 is the one-Put-per-Update baseline, in commits per second over d.
+func (r *rawDB) put1(d time.Duration) float64 {
+	return rate(d, 1, func(int) int { must(r.db.Update(r.put)); return 1 })
+}
+
+// batch16 is the DB.Batch baseline at 16 writers, in puts per second.
+func (r *rawDB) batch16(d time.Duration) float64 {
+	return rate(d, 16, func(int) int { must(r.db.Batch(r.put)); return 1 })
+}
+
+// raw measures the bbolt baselines on their own.
+func (b *bench) raw() {
+	r := b.openRaw(false)
+	add("raw bbolt: one Put per Update, 1 writer", r.put1(*dur), "commits/s", "", 0, "baseline")
+	add("raw bbolt: DB.Batch, 16 writers", r.batch16(*dur), "puts/s", "", 0, "baseline")
+	must(r.db.Close())
+	r = b.openRaw(true)
+	add("raw bbolt: NoSync, 1 writer (CPU ceiling)", r.put1(*dur), "commits/s", "", 0, "ceiling")
+	must(r.db.Close())
 }
 
 // setup is a Switchboard on st with one friend grant (alice-bot → bob-desk
@@ -238,39 +273,48 @@ func (s *setup) create(n switchboard.NewTodo) {
 	must(err)
 }
 
-// create measures CreateFor against the raw baselines.
+// create measures CreateFor against the raw baselines, paired.
 func (b *bench) create() {
-	b.baselines()
+	r := b.openRaw(false)
+	defer func() { must(r.db.Close()) }()
 	st := b.openBolt(nil)
 	s := newSetup(st, switchboard.Config{})
-	v := rate(1, func(int) int { s.create(switchboard.NewTodo{Payload: value256()}); return 1 })
-	add("CreateFor, 1 caller", v, "todos/s", "one-Put Update", b.put1, "≥ 0.8×")
-	v = rate(16, func(int) int { s.create(switchboard.NewTodo{Payload: value256()}); return 1 })
-	add("CreateFor, 16 callers", v, "todos/s", "DB.Batch@16", b.batch16, "≥ 8×")
+	create := func(workers int) func(time.Duration) float64 {
+		return func(d time.Duration) float64 {
+			return rate(d, workers, func(int) int { s.create(switchboard.NewTodo{Payload: value256()}); return 1 })
+		}
+	}
+	base, v, ratio := paired(r.put1, create(1))
+	addPaired("CreateFor, 1 caller", v, "todos/s", "one-Put Update", base, ratio, "≥ 0.8×")
+	base, v, ratio = paired(r.batch16, create(16))
+	addPaired("CreateFor, 16 callers", v, "todos/s", "DB.Batch@16", base, ratio, "≥ 8×")
 	must(st.Close())
 }
 
-// lifecycle measures todos created, claimed and completed per second.
+// lifecycle measures todos created, claimed and completed per second,
+// paired with the raw baselines.
 func (b *bench) lifecycle() {
-	b.baselines()
+	r := b.openRaw(false)
+	defer func() { must(r.db.Close()) }()
 	st := b.openBolt(nil)
 	s := newSetup(st, switchboard.Config{})
 	// 16 workers through Work (CompleteAndClaim: one commit per delivered
 	// todo), fed by 16 creators; counted: completions per second.
-	v := s.work(16, 16)
-	add("lifecycle, 16 workers (Work) + 16 creators", v, "todos/s", "DB.Batch@16", b.batch16, "≥ 4×")
+	base, v, ratio := paired(r.batch16, func(d time.Duration) float64 { return s.work(d, 16, 16) })
+	addPaired("lifecycle, 16 workers (Work) + 16 creators", v, "todos/s", "DB.Batch@16", base, ratio, "≥ 4×")
 	must(st.Close())
-	// One worker draining a queue filled beforehand.
-	st, s = b.fill(20_000, func(int) switchboard.NewTodo { return switchboard.NewTodo{} })
-	v = s.work(1, 0)
-	add("drain, 1 worker (Work)", v, "todos/s", "one-Put Update", b.put1, "≥ 0.45×")
+	// One worker draining a queue filled beforehand (more than it can
+	// drain in the run).
+	st, s = b.fill(40_000, func(int) switchboard.NewTodo { return switchboard.NewTodo{} })
+	base, v, ratio = paired(r.put1, func(d time.Duration) float64 { return s.work(d, 1, 0) })
+	addPaired("drain, 1 worker (Work)", v, "todos/s", "one-Put Update", base, ratio, "≥ 0.45×")
 	must(st.Close())
 }
 
-// work runs Work with the given concurrency for *dur while creators
+// work runs Work with the given concurrency for d while creators
 // goroutines create, and returns completions per second.
-func (s *setup) work(concurrency, creators int) float64 {
-	wctx, stop := context.WithTimeout(ctx, *dur)
+func (s *setup) work(d time.Duration, concurrency, creators int) float64 {
+	wctx, stop := context.WithTimeout(ctx, d)
 	defer stop()
 	var done atomic.Int64
 	var wg sync.WaitGroup
