@@ -145,6 +145,15 @@ func (t *tx) Get(table string, key []byte) ([]byte, error) {
 }
 
 func (t *tx) Put(table string, key, value []byte) error {
+	// bbolt keeps references until commit; hand it private copies.
+	v := make([]byte, len(value))
+	copy(v, value)
+	return t.PutOwned(table, bytes.Clone(key), v)
+}
+
+// PutOwned is Put for a key and value nobody touches again (an overlay
+// applying its buffers, see overlay.Owner): bbolt keeps them as they are.
+func (t *tx) PutOwned(table string, key, value []byte) error {
 	if !t.btx.Writable() {
 		return store.ErrReadOnly
 	}
@@ -155,10 +164,7 @@ func (t *tx) Put(table string, key, value []byte) error {
 	if err != nil {
 		return fmt.Errorf("bolt: table %q: %w", table, err)
 	}
-	// bbolt keeps references until commit; hand it private copies.
-	v := make([]byte, len(value))
-	copy(v, value)
-	return b.Put(bytes.Clone(key), v)
+	return b.Put(key, value)
 }
 
 func (t *tx) Delete(table string, key []byte) error {

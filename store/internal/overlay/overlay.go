@@ -135,9 +135,22 @@ func (t *Tx) Notify(key string) {
 	}
 }
 
+// Owner is a store.Tx that can take the key and value of a Put as they are,
+// without copying them: the caller promises never to touch either again.
+// Apply hands its buffers to an Owner that way, since the overlay is done
+// with them.
+type Owner interface {
+	PutOwned(table string, key, value []byte) error
+}
+
 // Apply writes the buffered writes to dst, in table and key order, and
-// passes the buffered notifications on if dst is a store.Notifier.
+// passes the buffered notifications on if dst is a store.Notifier. The
+// overlay must not be used after Apply.
 func (t *Tx) Apply(dst store.Tx) error {
+	put := dst.Put
+	if o, ok := dst.(Owner); ok {
+		put = o.PutOwned
+	}
 	if n, ok := dst.(store.Notifier); ok {
 		for _, k := range t.notes {
 			n.Notify(k)
@@ -160,7 +173,7 @@ func (t *Tx) Apply(dst store.Tx) error {
 			if v := w[k]; v == nil {
 				err = dst.Delete(name, []byte(k))
 			} else {
-				err = dst.Put(name, []byte(k), v)
+				err = put(name, []byte(k), v)
 			}
 			if err != nil {
 				return err
