@@ -138,7 +138,8 @@ func decodeRecord(b []byte, v any) error {
 // store: a record another process rewrote has other bytes and misses.
 type hotCache struct {
 	mu sync.Mutex
-	m  map[string]any
+	m  map[string]map[string]any // table → stored bytes → decoded record
+	n  int                       // entries in m
 }
 
 // hotCacheSize bounds the cache; it is emptied when full.
@@ -160,10 +161,9 @@ func getHot[T hotRecord[T]](t *txn, table, key, what string) (*T, error) {
 	if err != nil {
 		return nil, fmt.Errorf("switchboard: read %s: %w", table, err)
 	}
-	ck := table + sep + string(b)
 	if t.hot != nil {
 		t.hot.mu.Lock()
-		v, ok := t.hot.m[ck].(T)
+		v, ok := t.hot.m[table][string(b)].(T) // looked up without copying b
 		t.hot.mu.Unlock()
 		if ok {
 			c := v.clone()
@@ -176,10 +176,18 @@ func getHot[T hotRecord[T]](t *txn, table, key, what string) (*T, error) {
 	}
 	if t.hot != nil {
 		t.hot.mu.Lock()
-		if t.hot.m == nil || len(t.hot.m) >= hotCacheSize {
-			t.hot.m = make(map[string]any)
+		if t.hot.m == nil || t.hot.n >= hotCacheSize {
+			t.hot.m, t.hot.n = make(map[string]map[string]any), 0
 		}
-		t.hot.m[ck] = v.clone()
+		m := t.hot.m[table]
+		if m == nil {
+			m = make(map[string]any)
+			t.hot.m[table] = m
+		}
+		if _, ok := m[string(b)]; !ok {
+			t.hot.n++
+		}
+		m[string(b)] = v.clone()
 		t.hot.mu.Unlock()
 	}
 	return &v, nil
