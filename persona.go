@@ -91,7 +91,7 @@ func (s *Switchboard) Publish(ctx context.Context, p Persona) (Persona, error) {
 			return err
 		}
 		p.UpdatedAt = t.now
-		if err := t.put(tPersonas, p.ID, p); err != nil {
+		if err := t.put(tPersonas, p.ID, personaRec{p}); err != nil {
 			return err
 		}
 		return t.emit(Event{Type: EventPersonaPublished, Actor: humanActor(p.Owner), Persona: p.ID})
@@ -122,9 +122,9 @@ func (t *txn) personaHead(id string) (*personaHead, error) {
 }
 
 func (t *txn) persona(id string) (*Persona, error) {
-	var p Persona
-	if err := t.get(tPersonas, id, &p, "persona"); err != nil {
+	var r personaRec
+	if err := t.get(tPersonas, id, &r, "persona"); err != nil {
 		return nil, err
 	}
-	return &p, nil
+	return &r.Persona, nil
 }

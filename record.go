@@ -1,4 +1,4 @@
-// The binary stored form of todo records.
+// The binary stored forms of todo and persona records.
 
 package switchboard
 
@@ -266,4 +266,95 @@ func (d *decoder) time() time.Time {
 		return time.Time{}
 	}
 	return time.Unix(v, int64(ns)).UTC()
+}
+
+// personaFormatV1 is the first byte of a persona record whose head (the
+// fields personaHead holds) is stored in binary ahead of the JSON of the
+// whole persona: the checks of every friend request read the target's
+// head without scanning its card. Records written before it are plain
+// JSON and are still read.
+const personaFormatV1 = 0x01
+
+// personaRec is the stored form of a Persona.
+type personaRec struct{ Persona }
+
+func (r personaRec) appendStored(b []byte) ([]byte, error) {
+	body, err := json.Marshal(r.Persona)
+	if err != nil {
+		return nil, err
+	}
+	b = append(b, personaFormatV1)
+	b = appendString(b, r.ID)
+	b = appendString(b, r.Owner.Issuer)
+	b = appendString(b, r.Owner.Subject)
+	if r.Discoverable {
+		b = append(b, 1)
+	} else {
+		b = append(b, 0)
+	}
+	b = appendString(b, r.Card.Name)
+	return append(b, body...), nil
+}
+
+func (r *personaRec) loadStored(b []byte) error {
+	if len(b) > 0 && b[0] == personaFormatV1 {
+		_, rest, err := decodePersonaHead(b[1:])
+		if err != nil {
+			return err
+		}
+		b = rest
+	}
+	var p Persona
+	if err := json.Unmarshal(b, &p); err != nil {
+		return err
+	}
+	r.Persona = p
+	return nil
+}
+
+func (h *personaHead) loadStored(b []byte) error {
+	if len(b) > 0 && b[0] == personaFormatV1 {
+		head, _, err := decodePersonaHead(b[1:])
+		if err != nil {
+			return err
+		}
+		*h = head
+		return nil
+	}
+	return json.Unmarshal(b, h)
+}
+
+// decodePersonaHead reads the binary head and returns the JSON after it.
+func decodePersonaHead(b []byte) (personaHead, []byte, error) {
+	d := decoder{b: b}
+	var h personaHead
+	h.ID = d.string()
+	h.Owner.Issuer = d.string()
+	h.Owner.Subject = d.string()
+	switch flag := d.raw1(); flag {
+	case 0:
+	case 1:
+		h.Discoverable = true
+	default:
+		d.fail("bad discoverable flag %d", flag)
+	}
+	h.Card.Name = d.string()
+	if d.err != nil {
+		return personaHead{}, nil, d.err
+	}
+	return h, d.b, nil
+}
+
+// raw1 returns the next byte.
+func (d *decoder) raw1() byte {
+	if d.err != nil {
+		return 0
+	}
+	if len(d.b) == 0 {
+		d.fail("truncated")
+		return 0
+	}
+	c := d.b[0]
+	d.b = d.b[1:]
+	return c
 }

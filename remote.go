@@ -5,7 +5,6 @@ package switchboard
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -52,10 +51,11 @@ func (d localDirectory) Search(ctx context.Context, q Query) ([]Listing, error) 
 	var out []Listing
 	err := d.view(ctx, func(t *txn) error {
 		return t.scanPrefix(tPersonas, "", func(_, v string) (bool, error) {
-			var p Persona
-			if err := json.Unmarshal([]byte(v), &p); err != nil {
+			var r personaRec
+			if err := r.loadStored([]byte(v)); err != nil {
 				return false, fmt.Errorf("switchboard: decode persona: %w", err)
 			}
+			p := r.Persona
 			if p.Discoverable && q.match(p.Card) {
 				out = append(out, Listing{ID: p.ID, Card: p.Card})
 			}
