@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/switchboardhq/switchboard/agentcard"
 )
 
 // todoFormatV1 is the first byte of a todo record in the binary stored
@@ -270,16 +272,25 @@ func (d *decoder) time() time.Time {
 
 // personaFormatV1 is the first byte of a persona record whose head (the
 // fields personaHead holds) is stored in binary ahead of the JSON of the
-// whole persona: the checks of every friend request read the target's
-// head without scanning its card. Records written before it are plain
-// JSON and are still read.
+// rest: the checks of every friend request read the target's head without
+// scanning its card. The fields that decide access — id, owner,
+// discoverable — are stored once, in the head; the card's name is in the
+// head too (for the approval's title) and must match the card's. Records
+// written before it are plain JSON and are still read.
 const personaFormatV1 = 0x01
 
 // personaRec is the stored form of a Persona.
 type personaRec struct{ Persona }
 
+// personaBody is what the JSON after the head holds.
+type personaBody struct {
+	Card      agentcard.Card `json:"card"`
+	CreatedAt time.Time      `json:"created_at"`
+	UpdatedAt time.Time      `json:"updated_at"`
+}
+
 func (r personaRec) appendStored(b []byte) ([]byte, error) {
-	body, err := json.Marshal(r.Persona)
+	body, err := json.Marshal(personaBody{Card: r.Card, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt})
 	if err != nil {
 		return nil, err
 	}
@@ -297,18 +308,26 @@ func (r personaRec) appendStored(b []byte) ([]byte, error) {
 }
 
 func (r *personaRec) loadStored(b []byte) error {
-	if len(b) > 0 && b[0] == personaFormatV1 {
-		_, rest, err := decodePersonaHead(b[1:])
-		if err != nil {
+	if len(b) == 0 || b[0] != personaFormatV1 {
+		var p Persona
+		if err := json.Unmarshal(b, &p); err != nil {
 			return err
 		}
-		b = rest
+		r.Persona = p
+		return nil
 	}
-	var p Persona
-	if err := json.Unmarshal(b, &p); err != nil {
+	h, rest, err := decodePersonaHead(b[1:])
+	if err != nil {
 		return err
 	}
-	r.Persona = p
+	var body personaBody
+	if err := json.Unmarshal(rest, &body); err != nil {
+		return fmt.Errorf("%w: persona card: %w", errRecord, err)
+	}
+	if body.Card.Name != h.Card.Name {
+		return fmt.Errorf("%w: the head names the card %q, the card says %q", errRecord, h.Card.Name, body.Card.Name)
+	}
+	r.Persona = Persona{ID: h.ID, Owner: h.Owner, Discoverable: h.Discoverable, Card: body.Card, CreatedAt: body.CreatedAt, UpdatedAt: body.UpdatedAt}
 	return nil
 }
 
