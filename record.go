@@ -37,7 +37,7 @@ func (r todoRec) appendStored(b []byte) ([]byte, error) {
 	b = appendString(b, r.Queue)
 	b = appendString(b, r.Kind)
 	b = appendString(b, r.Title)
-	b = appendString(b, string(r.Payload))
+	b = appendBytes(b, r.Payload)
 	b = binary.AppendVarint(b, int64(r.Priority))
 	b = appendString(b, r.DedupKey)
 	b = appendString(b, string(r.State))
@@ -50,7 +50,7 @@ func (r todoRec) appendStored(b []byte) ([]byte, error) {
 	b = appendString(b, r.Origin.Edge)
 	b = appendString(b, r.Origin.Human.Issuer)
 	b = appendString(b, r.Origin.Human.Subject)
-	b = appendString(b, string(r.Result))
+	b = appendBytes(b, r.Result)
 	b = appendString(b, r.Error)
 	if r.Approval == nil {
 		b = append(b, 0)
@@ -59,7 +59,7 @@ func (r todoRec) appendStored(b []byte) ([]byte, error) {
 		if err != nil {
 			return nil, fmt.Errorf("encode approval: %w", err)
 		}
-		b = appendString(b, string(a))
+		b = appendBytes(b, a)
 	}
 	b = binary.AppendUvarint(b, uint64(len(r.History)))
 	for _, h := range r.History {
@@ -160,6 +160,11 @@ func (r *todoRec) decodeBinary(b []byte) error {
 func appendString(b []byte, s string) []byte {
 	b = binary.AppendUvarint(b, uint64(len(s)))
 	return append(b, s...)
+}
+
+func appendBytes(b, v []byte) []byte {
+	b = binary.AppendUvarint(b, uint64(len(v)))
+	return append(b, v...)
 }
 
 func appendTime(b []byte, t time.Time) []byte {

@@ -113,9 +113,8 @@ func (t *txn) get(table string, key string, v any, what string) error {
 }
 
 // storedRecord and loadedRecord are record types with a stored form of
-// their own (see todoRec): put and get use it directly.
-// binaryRecord is one with a binary stored form (see todoFormatV1), which
-// put prefers.
+// their own (see grantRec): put and get use it directly. A binaryRecord's
+// stored form is binary (see todoFormatV1), and put writes it as it is.
 type (
 	storedRecord interface{ storedForm() any }
 	loadedRecord interface{ loadStored([]byte) error }

@@ -311,25 +311,17 @@ func (o *ClaimOptions) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// The stored records embed Todo and Grant; their own methods keep the
-// stored encoding (every field, bytes as base64, durations as nanoseconds)
-// instead of the promoted wire methods above.
+// The stored records embed Todo and Grant; their stored forms keep every
+// field (bytes as base64, durations as nanoseconds) instead of the promoted
+// wire methods above.
 
+// todoRecStored is the JSON form todo records had before the binary one
+// (record.go); todoRec.loadStored still reads it.
 type todoRecStored struct {
 	todoPlain
 	QueueKey   string `json:"qkey"`
 	Seq        uint64 `json:"seq"`
 	LeaseToken string `json:"lease_token,omitempty"`
-}
-
-func (r todoRec) MarshalJSON() ([]byte, error) { return json.Marshal(r.storedForm()) }
-
-func (r *todoRec) UnmarshalJSON(b []byte) error { return r.loadStored(b) }
-
-// storedForm is the JSON form todo records had before the binary one
-// (record.go); loadStored reads both.
-func (r todoRec) storedForm() any {
-	return todoRecStored{todoPlain(r.Todo), r.QueueKey, r.Seq, r.LeaseToken}
 }
 
 type grantRecStored struct {
