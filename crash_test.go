@@ -32,9 +32,9 @@ import (
 	"github.com/switchboardhq/switchboard/switchboardtest"
 )
 
-var crashRounds = flag.Int("crash.rounds", 3, "SIGKILL rounds of TestCrashRecovery")
+var crashRounds = flag.Int("crash.rounds", 4, "SIGKILL rounds of TestCrashRecovery")
 
-const crashEnv = "SWITCHBOARD_CRASH_CHILD" // "path|credential" in the child
+const crashEnv = "SWITCHBOARD_CRASH_CHILD" // "path|credential|log" in the child
 
 func TestCrashRecovery(t *testing.T) {
 	if testing.Short() {
@@ -58,7 +58,14 @@ func TestCrashRecovery(t *testing.T) {
 	edges := map[string]sb.EdgeState{} // edge id → the furthest acknowledged state
 	for round := 0; round < *crashRounds; round++ {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.count=1")
-		cmd.Env = append(os.Environ(), crashEnv+"="+path+"|"+string(cred))
+		// Odd rounds give the child a tiny write-ahead log, so that kills
+		// land while checkpoints run and while the log moves between its
+		// segments, not only between checkpoints.
+		logSize := "default"
+		if round%2 == 1 {
+			logSize = "tiny"
+		}
+		cmd.Env = append(os.Environ(), crashEnv+"="+path+"|"+string(cred)+"|"+logSize)
 		out, err := cmd.StdoutPipe()
 		require.NoError(t, err)
 		cmd.Stderr = os.Stderr
@@ -163,8 +170,13 @@ func TestCrashChild(t *testing.T) {
 	if env == "" {
 		t.Skip("runs only as the child process TestCrashRecovery starts")
 	}
-	path, cred, _ := strings.Cut(env, "|")
-	st, err := bolt.Open(path, nil)
+	f := strings.Split(env, "|")
+	path, cred := f[0], f[1]
+	var opts *bolt.Options
+	if f[2] == "tiny" {
+		opts = &bolt.Options{CheckpointBytes: 8 << 10, LogSegmentSize: 32 << 10}
+	}
+	st, err := bolt.Open(path, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,6 +24,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -40,10 +41,11 @@ import (
 )
 
 var (
-	dur    = flag.Duration("d", 2*time.Second, "how long each throughput figure runs")
-	big    = flag.Int("big", 1_000_000, "ready todos for the large-queue claim figure")
-	steady = flag.Int("steady", 1_000_000, "todos created and completed for the steady-state size figure")
-	only   = flag.String("only", "", "run only the rows whose group is this (raw, create, lifecycle, claim, token, size)")
+	dur     = flag.Duration("d", 2*time.Second, "how long each throughput figure runs")
+	big     = flag.Int("big", 1_000_000, "ready todos for the large-queue claim figure")
+	steady  = flag.Int("steady", 1_000_000, "todos created and completed for the steady-state size figure")
+	cpuProf = flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+	only    = flag.String("only", "", "run only the rows whose group is this (raw, create, lifecycle, claim, token, size)")
 )
 
 var ctx = context.Background()
@@ -78,6 +80,16 @@ func addRow(r row) {
 func main() {
 	flag.Parse()
 	log.SetFlags(0)
+	if *cpuProf != "" {
+		f, err := os.Create(*cpuProf)
+		if err != nil {
+			log.Fatal(err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			log.Fatal(err)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	dir, err := os.MkdirTemp("", "switchboard-bench")
 	if err != nil {
 		log.Fatal(err)

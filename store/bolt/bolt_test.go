@@ -40,6 +40,13 @@ func TestConformanceCommitEachUpdate(t *testing.T) {
 	conformance(t, &bolt.Options{CommitEachUpdate: true})
 }
 
+// The suite again with a checkpoint and a log rotation on every commit, so
+// that every read crosses the log's trees and the bbolt file in every
+// state.
+func TestConformanceCheckpointEachCommit(t *testing.T) {
+	conformance(t, &bolt.Options{CheckpointBytes: 1, LogSegmentSize: 1})
+}
+
 func TestOpenRefusesBadPath(t *testing.T) {
 	if _, err := bolt.Open(filepath.Join(t.TempDir(), "missing-dir", "sb.db"), nil); err == nil {
 		t.Fatal("open in a missing directory succeeded")

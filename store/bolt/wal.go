@@ -1,0 +1,417 @@
+package bolt
+
+// The write-ahead log. A commit appends one record (everything the
+// transaction wrote) to the active segment file and syncs it: one write at
+// the end of a preallocated file, against the bbolt commit's pages scattered
+// over its B+trees and its two syncs. The records are applied to the bbolt
+// file later, many commits at once, by a checkpoint (see checkpoint.go).
+//
+// There are two segment files, path+".wal0" and path+".wal1", used in turn.
+// A segment starts with a header block naming the sequence number (LSN) of
+// its first record and a random salt chosen each time the segment is
+// (re)started; records follow, each starting on a walBlock boundary so
+// that a record torn by a crash never shares a sector with one that was
+// acknowledged:
+//
+//	crc32c (4) | payload length (4) | LSN (8) | payload | zero padding
+//
+// The CRC covers the segment's salt, then length, LSN and payload. Reading a
+// segment stops at the first record that is cut short, fails its CRC or
+// does not carry the next LSN: everything after it was never acknowledged,
+// or is left from the segment's earlier use (under another salt, and with
+// lower LSNs, since LSNs only grow). The salt also means that bytes stored
+// inside a record — a todo's payload, say, shaped like a record — are never
+// taken for one.
+//
+// A payload is a sequence of operations:
+//
+//	1 | uvarint len(table) | table | uvarint len(key) | key | uvarint len(value) | value   (put)
+//	2 | uvarint len(table) | table | uvarint len(key) | key                               (delete)
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+)
+
+const (
+	walBlock      = 512
+	walRecHeader  = 16
+	walFirstChunk = 64 << 10 // zeros written when a segment is created
+	walMaxChunk   = 1 << 20  // most zeros written at once when one grows
+	opPut         = 1
+	opDelete      = 2
+)
+
+var (
+	walMagic = [8]byte{'s', 'b', 'w', 'a', 'l', 0, 0, 1}
+	castagn  = crc32.MakeTable(crc32.Castagnoli)
+	// errLog marks a failed log write or sync. The record may or may not
+	// have reached the disk, so the outcome of the commit is unknown: the
+	// store refuses further writes until it is reopened (which recovers
+	// whatever did reach the disk).
+	errLog = errors.New("bolt: write-ahead log failed")
+)
+
+// segment is one log file.
+type segment struct {
+	f     *os.File
+	path  string
+	start uint64 // LSN of its first record
+	salt  uint32 // the CRC of the header's salt: where every record's CRC starts
+	last  uint64 // LSN of its last record; start-1 while empty
+	off   int64  // where the next record goes
+	size  int64  // bytes of the file written (zeros ahead of off)
+}
+
+// wal is the log: two segments, one active.
+type wal struct {
+	seg    [2]*segment
+	paths  [2]string
+	act    int
+	next   uint64 // LSN of the next record
+	max    int64  // a segment takes no more records past this size
+	noSync bool
+	buf    []byte
+}
+
+func walPaths(path string) [2]string { return [2]string{path + ".wal0", path + ".wal1"} }
+
+// createSegment creates (or truncates) the segment file at path with a
+// header for start, makes it durable — the file's contents and its entry
+// in the directory — and returns it ready for records.
+func createSegment(path string, start uint64, noSync bool) (*segment, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("%w: create %s: %w", errLog, path, err)
+	}
+	s := &segment{f: f, path: path}
+	if err := s.grow(walFirstChunk); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	if err := s.reset(start, noSync); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	if !noSync {
+		if err := syncDir(filepath.Dir(path)); err != nil {
+			_ = f.Close()
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// reset makes s an empty segment starting at start: its header is
+// rewritten and synced. What follows the header is left as it is; every
+// record there carries an LSN below start, so no reader takes it.
+func (s *segment) reset(start uint64, noSync bool) error {
+	h := make([]byte, walBlock)
+	copy(h, walMagic[:])
+	binary.BigEndian.PutUint64(h[8:], start)
+	if _, err := rand.Read(h[16:24]); err != nil {
+		return fmt.Errorf("%w: salt: %w", errLog, err)
+	}
+	binary.BigEndian.PutUint32(h[24:], crc32.Checksum(h[:24], castagn))
+	if _, err := s.f.WriteAt(h, 0); err != nil {
+		return fmt.Errorf("%w: %s: %w", errLog, s.path, err)
+	}
+	if !noSync {
+		if err := fdatasync(s.f); err != nil {
+			return fmt.Errorf("%w: sync %s: %w", errLog, s.path, err)
+		}
+	}
+	s.start, s.last, s.off = start, start-1, walBlock
+	s.salt = crc32.Checksum(h[16:24], castagn)
+	return nil
+}
+
+// grow writes zeros from the end of what is written up to at least want
+// bytes, so that appending a record overwrites file contents instead of
+// extending the file (a sync then writes the data and no file metadata).
+func (s *segment) grow(want int64) error {
+	if want <= s.size {
+		return nil
+	}
+	n := max(want-s.size, min(max(s.size, walFirstChunk), walMaxChunk))
+	n = (n + walBlock - 1) / walBlock * walBlock
+	if _, err := s.f.WriteAt(make([]byte, n), s.size); err != nil {
+		return fmt.Errorf("%w: grow %s: %w", errLog, s.path, err)
+	}
+	s.size += n
+	return nil
+}
+
+// openWAL starts a fresh log whose first record will be next: segment 0
+// created anew, segment 1 removed (it is created when first needed).
+func openWAL(path string, next uint64, max int64, noSync bool) (*wal, error) {
+	w := &wal{paths: walPaths(path), next: next, max: max, noSync: noSync}
+	if err := os.Remove(w.paths[1]); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("%w: %w", errLog, err)
+	}
+	s, err := createSegment(w.paths[0], next, noSync)
+	if err != nil {
+		return nil, err
+	}
+	w.seg[0] = s
+	return w, nil
+}
+
+// fits reports whether a record of n payload bytes fits in the active
+// segment. An empty segment takes a record of any size.
+func (w *wal) fits(n int) bool {
+	s := w.seg[w.act]
+	return s.off == walBlock || s.off+recordSize(n) <= w.max
+}
+
+// other is the segment that is not active, or nil if it was never created.
+func (w *wal) other() *segment { return w.seg[1-w.act] }
+
+// rotate makes the other segment the active one, starting at the next LSN.
+// Its records must all be checkpointed: the caller checks.
+func (w *wal) rotate() error {
+	o := 1 - w.act
+	if w.seg[o] == nil {
+		s, err := createSegment(w.paths[o], w.next, w.noSync)
+		if err != nil {
+			return err
+		}
+		w.seg[o] = s
+	} else if err := w.seg[o].reset(w.next, w.noSync); err != nil {
+		return err
+	}
+	w.act = o
+	return nil
+}
+
+func recordSize(n int) int64 {
+	return (int64(walRecHeader+n) + walBlock - 1) / walBlock * walBlock
+}
+
+// append writes payload as the next record of the active segment and syncs
+// it. It returns the record's LSN.
+func (w *wal) append(payload []byte) (uint64, error) {
+	s := w.seg[w.act]
+	size := recordSize(len(payload))
+	if err := s.grow(s.off + size); err != nil {
+		return 0, err
+	}
+	lsn := w.next
+	b := w.buf[:0]
+	b = binary.BigEndian.AppendUint32(b, 0)
+	b = binary.BigEndian.AppendUint32(b, uint32(len(payload)))
+	b = binary.BigEndian.AppendUint64(b, lsn)
+	b = append(b, payload...)
+	binary.BigEndian.PutUint32(b, crc32.Update(s.salt, castagn, b[4:]))
+	for int64(len(b)) < size {
+		b = append(b, 0)
+	}
+	w.buf = b[:0]
+	if _, err := s.f.WriteAt(b, s.off); err != nil {
+		return 0, fmt.Errorf("%w: %s: %w", errLog, s.path, err)
+	}
+	if !w.noSync {
+		if err := fdatasync(s.f); err != nil {
+			return 0, fmt.Errorf("%w: sync %s: %w", errLog, s.path, err)
+		}
+	}
+	s.off += size
+	s.last = lsn
+	w.next++
+	return lsn, nil
+}
+
+// close closes the segment files, keeping them.
+func (w *wal) close() error {
+	var first error
+	for _, s := range w.seg {
+		if s != nil {
+			if err := s.f.Close(); err != nil && first == nil {
+				first = err
+			}
+		}
+	}
+	return first
+}
+
+// remove closes and deletes the segment files: everything in them is in
+// the bbolt file.
+func (w *wal) remove() error {
+	first := w.close()
+	for _, p := range w.paths {
+		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// walRecord is one record read back.
+type walRecord struct {
+	lsn     uint64
+	payload []byte
+}
+
+// readSegment reads the records of the segment file at path, stopping at
+// the first that is torn, damaged or out of sequence. A missing file, or
+// one whose header is unreadable (a crash while it was being created), has
+// no records.
+func readSegment(path string) ([]walRecord, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("bolt: read %s: %w", path, err)
+	}
+	if len(b) < walBlock || [8]byte(b[:8]) != walMagic ||
+		binary.BigEndian.Uint32(b[24:]) != crc32.Checksum(b[:24], castagn) {
+		return nil, nil
+	}
+	next := binary.BigEndian.Uint64(b[8:])
+	salt := crc32.Checksum(b[16:24], castagn)
+	var recs []walRecord
+	off := int64(walBlock)
+	for ; ; next++ {
+		lsn, payload, ok := recordAt(b, off, salt)
+		if !ok || lsn != next {
+			break
+		}
+		recs = append(recs, walRecord{lsn: lsn, payload: payload})
+		off += recordSize(len(payload))
+	}
+	// The log ends here: the record here was being written when the
+	// process stopped. Any whole record further on with a later LSN was
+	// acknowledged after this one was, so this one is not a torn tail but
+	// damage, and the records after it would be lost quietly.
+	for o := off + walBlock; o < int64(len(b)); o += walBlock {
+		if lsn, _, ok := recordAt(b, o, salt); ok && lsn > next {
+			return nil, fmt.Errorf("bolt: write-ahead log %s is damaged: record %d is unreadable, record %d follows it", path, next, lsn)
+		}
+	}
+	return recs, nil
+}
+
+// recordAt decodes the record at off in b, if a whole one with a good CRC
+// under salt is there.
+func recordAt(b []byte, off int64, salt uint32) (lsn uint64, payload []byte, ok bool) {
+	if off+walRecHeader > int64(len(b)) {
+		return 0, nil, false
+	}
+	h := b[off:]
+	n := int64(binary.BigEndian.Uint32(h[4:]))
+	if n > int64(len(h))-walRecHeader || binary.BigEndian.Uint32(h) != crc32.Update(salt, castagn, h[4:walRecHeader+n]) {
+		return 0, nil, false
+	}
+	return binary.BigEndian.Uint64(h[8:]), h[walRecHeader : walRecHeader+n], true
+}
+
+// readLog returns the records of both segments after applied, in order. A
+// gap — a record after applied missing while a later one is there — means
+// acknowledged commits are lost, and is an error rather than a store
+// quietly missing them.
+func readLog(path string, applied uint64) ([]walRecord, error) {
+	var all []walRecord
+	for _, p := range walPaths(path) {
+		recs, err := readSegment(p)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, recs...)
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i].lsn < all[j].lsn })
+	out := all[:0]
+	want := applied + 1
+	for _, r := range all {
+		switch {
+		case r.lsn < want:
+			continue // checkpointed already (or a duplicate)
+		case r.lsn > want:
+			return nil, fmt.Errorf("bolt: write-ahead log of %s: record %d missing before %d", path, want, r.lsn)
+		}
+		out = append(out, r)
+		want++
+	}
+	return out, nil
+}
+
+// walOp is one decoded operation of a record's payload.
+type walOp struct {
+	del               bool
+	table, key, value []byte
+}
+
+// decodeOps calls fn for each operation in payload.
+func decodeOps(payload []byte, fn func(walOp) error) error {
+	field := func() ([]byte, error) {
+		n, k := binary.Uvarint(payload)
+		if k <= 0 || n > uint64(len(payload)-k) {
+			return nil, io.ErrUnexpectedEOF
+		}
+		f := payload[k : k+int(n)]
+		payload = payload[k+int(n):]
+		return f, nil
+	}
+	for len(payload) > 0 {
+		op := payload[0]
+		payload = payload[1:]
+		if op != opPut && op != opDelete {
+			return fmt.Errorf("bolt: write-ahead log: operation %d", op)
+		}
+		var o walOp
+		var err error
+		o.del = op == opDelete
+		if o.table, err = field(); err != nil {
+			return fmt.Errorf("bolt: write-ahead log: %w", err)
+		}
+		if o.key, err = field(); err != nil {
+			return fmt.Errorf("bolt: write-ahead log: %w", err)
+		}
+		if !o.del {
+			if o.value, err = field(); err != nil {
+				return fmt.Errorf("bolt: write-ahead log: %w", err)
+			}
+		}
+		if err := fn(o); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// appendOp encodes one operation onto b.
+func appendOp(b []byte, del bool, table string, key, value []byte) []byte {
+	if del {
+		b = append(b, opDelete)
+	} else {
+		b = append(b, opPut)
+	}
+	b = binary.AppendUvarint(b, uint64(len(table)))
+	b = append(b, table...)
+	b = binary.AppendUvarint(b, uint64(len(key)))
+	b = append(b, key...)
+	if !del {
+		b = binary.AppendUvarint(b, uint64(len(value)))
+		b = append(b, value...)
+	}
+	return b
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("%w: %w", errLog, err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("%w: sync %s: %w", errLog, dir, err)
+	}
+	return nil
+}
