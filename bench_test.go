@@ -88,12 +88,17 @@ func BenchmarkRequest(b *testing.B) {
 }
 
 // BenchmarkCreateForParallel measures CreateFor from 16 concurrent callers:
-// bbolt's group commit against one commit per Update, in one run.
+// bbolt's group commit against one commit per Update, in one run, and the
+// group commit without fsync (its CPU cost alone).
 func BenchmarkCreateForParallel(b *testing.B) {
 	for _, mode := range []struct {
 		name string
 		opts *bolt.Options
-	}{{"bolt-group-commit", nil}, {"bolt-commit-each", &bolt.Options{CommitEachUpdate: true}}} {
+	}{
+		{"bolt-group-commit", nil},
+		{"bolt-commit-each", &bolt.Options{CommitEachUpdate: true}},
+		{"bolt-group-commit-nosync", &bolt.Options{NoSync: true}}, // the CPU cost alone
+	} {
 		b.Run(mode.name, func(b *testing.B) {
 			st, err := bolt.Open(filepath.Join(b.TempDir(), "sb.db"), mode.opts)
 			if err != nil {

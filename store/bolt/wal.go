@@ -50,6 +50,7 @@ const (
 )
 
 var (
+	zeros    = make([]byte, walFirstChunk) // what grow writes; never written to
 	walMagic = [8]byte{'s', 'b', 'w', 'a', 'l', 0, 0, 1}
 	castagn  = crc32.MakeTable(crc32.Castagnoli)
 	// errLog marks a failed log write or sync. The record may or may not
@@ -142,10 +143,13 @@ func (s *segment) grow(want int64) error {
 	}
 	n := max(want-s.size, min(max(s.size, walFirstChunk), walMaxChunk))
 	n = (n + walBlock - 1) / walBlock * walBlock
-	if _, err := s.f.WriteAt(make([]byte, n), s.size); err != nil {
-		return fmt.Errorf("%w: grow %s: %w", errLog, s.path, err)
+	for end := s.size + n; s.size < end; {
+		z := zeros[:min(int64(len(zeros)), end-s.size)]
+		if _, err := s.f.WriteAt(z, s.size); err != nil {
+			return fmt.Errorf("%w: grow %s: %w", errLog, s.path, err)
+		}
+		s.size += int64(len(z))
 	}
-	s.size += n
 	return nil
 }
 
