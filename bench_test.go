@@ -120,3 +120,43 @@ func BenchmarkCreateForParallel(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkListFriend measures one List through a friend grant that
+// created 20 todos, in a queue where other grants created 0 or 10,000
+// more: the cost should not follow the others' work.
+func BenchmarkListFriend(b *testing.B) {
+	for _, others := range []int{0, 10_000} {
+		b.Run(fmt.Sprintf("others=%d", others), func(b *testing.B) {
+			st, err := bolt.Open(filepath.Join(b.TempDir(), "sb.db"), &bolt.Options{NoSync: true})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer st.Close()
+			h := newHarness(b, st)
+			_, alice := h.friend(h.alice, h.bob, "alice-bot", "bob-desk", scope("inbox", sb.VerbCreateFor, sb.VerbList))
+			_, carol := h.friend(h.carol, h.bob, "carol-bot", "bob-desk", inboxCreate)
+			for i := range others {
+				if _, _, err := h.sb.CreateFor(ctx, carol, "inbox", sb.NewTodo{Kind: "k", Title: fmt.Sprint(i)}); err != nil {
+					b.Fatal(err)
+				}
+				if i%(others/20) == 0 {
+					if _, _, err := h.sb.CreateFor(ctx, alice, "inbox", sb.NewTodo{Kind: "k"}); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			for range 20 - min(others, 20) {
+				if _, _, err := h.sb.CreateFor(ctx, alice, "inbox", sb.NewTodo{Kind: "k"}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				got, err := h.sb.List(ctx, alice, "inbox", nil)
+				if err != nil || len(got) != 20 {
+					b.Fatal(len(got), err)
+				}
+			}
+		})
+	}
+}

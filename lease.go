@@ -8,6 +8,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -155,10 +156,15 @@ func (s *Switchboard) claimIn(t *txn, g *grantRec, qkey string, n int, d time.Du
 		r.State, r.UpdatedAt = TodoLeased, t.now
 		r.LeaseToken, r.LeaseExpiresAt = newID("lease"), t.now.Add(d)
 		r.History = append(r.History, Attempt{N: r.Attempts, Agent: g.Holder, Grant: g.ID, ClaimedAt: t.now})
+		var trimmed []Attempt
 		if len(r.History) > maxHistory {
+			trimmed = slices.Clone(r.History[:len(r.History)-maxHistory])
 			r.History = r.History[len(r.History)-maxHistory:]
 		}
 		if err := t.put(tTodos, r.ID, r); err != nil {
+			return nil, err
+		}
+		if err := t.indexClaim(r, g, trimmed); err != nil {
 			return nil, err
 		}
 		if err := t.putRaw(tIdx, leaseKey(r), ""); err != nil {

@@ -15,8 +15,9 @@ import (
 // schemaVersion is the layout this code writes. 1 (no version key): one
 // table per todo index and a meta seq counter. 2: every todo index in
 // todo_index, delayed todos in their own index, ended todos indexed for
-// purging.
-const schemaVersion = 2
+// purging. 3: the todos a friend grant claimed but did not create indexed
+// under it (idxClaimed), so List through it reads its own todos only.
+const schemaVersion = 3
 
 const schemaKey = "schema"
 
@@ -78,6 +79,9 @@ func migrate(ctx context.Context, st store.Store, now func() time.Time) error {
 			if err := t.reindex(r); err != nil {
 				return err
 			}
+			if err := t.reindexClaims(r); err != nil {
+				return err
+			}
 		}
 		// The by-grant index is copied, not derived: approval todos
 		// carry a grant in their origin but were never listed under it.
@@ -118,6 +122,28 @@ func (t *txn) reindex(r *todoRec) error {
 		return t.tx.Put(tIdx, []byte(leaseKey(r)), nil)
 	case r.State.Terminal():
 		return t.tx.Put(tIdx, []byte(endedKey(r)), nil)
+	}
+	return nil
+}
+
+// reindexClaims writes r's idxClaimed entries: one for each friend grant
+// in its history other than its creator. A grant that no longer exists
+// needs none (it cannot list anything).
+func (t *txn) reindexClaims(r *todoRec) error {
+	for _, id := range claimedBy(r) {
+		var g grantRec
+		err := t.get(tGrants, id, &g, "grant")
+		if errors.Is(err, ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if g.EdgeID != "" {
+			if err := t.tx.Put(tIdx, []byte(idxKey(idxClaimed, id, be64(r.Seq))), []byte(r.ID)); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }

@@ -72,3 +72,40 @@ func TestUpgradeFromV1(t *testing.T) {
 	_, err = s.VerifyAudit(ctx)
 	require.NoError(t, err)
 }
+
+// TestUpgradeFromV2 opens a bolt file written by layout 2 (made by that
+// version's code at 2026-12-03T18:31Z: alice's friend grant claimed a todo
+// carol's grant created, and created one of its own; carol's created two)
+// and checks that the upgrade indexes the claim, so List through alice's
+// grant, which now reads only what the grant created or claimed, still
+// shows the todo it claimed.
+func TestUpgradeFromV2(t *testing.T) {
+	raw, err := os.ReadFile("testdata/v2.db")
+	require.NoError(t, err)
+	var fx struct {
+		Alice   sb.Credential `json:"alice"`
+		Carol   sb.Credential `json:"carol"`
+		Written time.Time     `json:"written"`
+	}
+	b, err := os.ReadFile("testdata/v2.db.json")
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(b, &fx))
+	path := filepath.Join(t.TempDir(), "v2.db")
+	require.NoError(t, os.WriteFile(path, raw, 0o600))
+	st, err := bolt.Open(path, nil)
+	require.NoError(t, err)
+	defer st.Close()
+	s, err := sb.New(st, &sb.Config{Clock: &clock{t: fx.Written.Add(time.Minute)}})
+	require.NoError(t, err)
+	titles := func(c sb.Credential) []string {
+		all, err := s.List(ctx, c, "inbox", nil)
+		require.NoError(t, err)
+		var out []string
+		for _, td := range all {
+			out = append(out, td.Title+":"+string(td.State))
+		}
+		return out
+	}
+	require.Equal(t, []string{"carol's:leased", "alice's:queued"}, titles(fx.Alice))
+	require.Equal(t, []string{"carol's:leased", "carol's second:queued"}, titles(fx.Carol))
+}

@@ -53,6 +53,11 @@ func (s *Switchboard) purgeTodos(t *txn, limit int) (int, error) {
 		if err := t.del(tIdx, idxKey(idxQueue, r.QueueKey, be64(r.Seq))); err != nil {
 			return 0, err
 		}
+		for _, g := range claimedBy(r) {
+			if err := t.del(tIdx, idxKey(idxClaimed, g, be64(r.Seq))); err != nil {
+				return 0, err
+			}
+		}
 		if r.Origin.Grant != "" {
 			if err := t.del(tIdx, idxKey(idxGrant, r.Origin.Grant, be64(r.Seq))); err != nil {
 				return 0, err

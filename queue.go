@@ -87,34 +87,30 @@ func (s *Switchboard) List(ctx context.Context, c Credential, queue string, opts
 		if err != nil {
 			return err
 		}
-		prefix := idxKey(idxQueue, qkey, "")
-		start := prefix
+		var from uint64
 		if o.After != "" {
 			r, err := t.todo(o.After)
 			if err != nil || r.QueueKey != qkey || !visible(g, r) {
 				return notFound("todo")
 			}
-			start += be64(r.Seq + 1)
+			from = r.Seq + 1
 		}
-		var ferr error
-		err = t.tx.Scan(tIdx, []byte(start), prefixEnd(prefix), func(_, v []byte) bool {
-			r, err := t.todo(string(v))
+		each := func(id string) (bool, error) {
+			r, err := t.todo(id)
 			if err != nil {
-				ferr = err
-				return false
+				return false, err
 			}
-			if !visible(g, r) {
-				return true
-			}
-			if o.State == "" || r.State == o.State {
+			if r.QueueKey == qkey && visible(g, r) && (o.State == "" || r.State == o.State) {
 				out = append(out, r.Todo)
 			}
-			return len(out) < o.Limit
-		})
-		if err != nil {
-			return err
+			return len(out) < o.Limit, nil
 		}
-		return ferr
+		if g.EdgeID != "" {
+			// A friend grant sees only what it created or claimed: read
+			// those two indexes, not the whole queue's.
+			return t.scanBySeq(from, each, idxKey(idxGrant, g.ID, ""), idxKey(idxClaimed, g.ID, ""))
+		}
+		return t.scanBySeq(from, each, idxKey(idxQueue, qkey, ""))
 	})
 	if err != nil {
 		return nil, fmt.Errorf("switchboard: list: %w", err)

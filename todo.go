@@ -8,6 +8,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 )
 
@@ -236,6 +237,7 @@ const (
 	idxLease   = 'l' // queue key \x00 lease expiry(8) id → "": leased
 	idxQueue   = 'q' // queue key \x00 seq(8) → id: a queue's todos in creation order
 	idxGrant   = 'g' // grant id \x00 seq(8) → id: the todos a grant created
+	idxClaimed = 'c' // grant id \x00 seq(8) → id: todos a friend grant claimed but did not create (see claimedBy)
 	idxEnded   = 'e' // ended-at(8) id → "": ended todos, oldest first (for purging)
 )
 
@@ -415,4 +417,40 @@ func (s *Switchboard) Get(ctx context.Context, c Credential, todoID string) (Tod
 		return Todo{}, fmt.Errorf("switchboard: get: %w", err)
 	}
 	return out, nil
+}
+
+// claimedBy lists the grants r's history holds, other than the one that
+// created it, once each: the grants whose idxClaimed entries r may have. A
+// grant only has one if it is a friend grant (the owner's own grants see
+// the whole queue and are never listed there), but deleting an entry that
+// is not there is harmless, so the callers that delete need not know.
+func claimedBy(r *todoRec) []string {
+	var out []string
+	for _, a := range r.History {
+		if a.Grant != "" && a.Grant != r.Origin.Grant && !slices.Contains(out, a.Grant) {
+			out = append(out, a.Grant)
+		}
+	}
+	return out
+}
+
+// indexClaim records, as claimIn appends attempt a by grant g to r, that
+// g may list r: a friend grant that did not create r sees it from its
+// first claim on (see visible). Attempts trimmed from r's history take
+// their grants' entries with them when no attempt of theirs is left.
+func (t *txn) indexClaim(r *todoRec, g *grantRec, trimmed []Attempt) error {
+	if g.EdgeID != "" && r.Origin.Grant != g.ID {
+		if err := t.putRaw(tIdx, idxKey(idxClaimed, g.ID, be64(r.Seq)), r.ID); err != nil {
+			return err
+		}
+	}
+	left := claimedBy(r)
+	for _, a := range trimmed {
+		if a.Grant != r.Origin.Grant && !slices.Contains(left, a.Grant) {
+			if err := t.del(tIdx, idxKey(idxClaimed, a.Grant, be64(r.Seq))); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

@@ -321,3 +321,87 @@ func fromTimeKey(k string) time.Time {
 const sep = "\x00"
 
 func isClosed(err error) bool { return errors.Is(err, ErrClosed) }
+
+// scanBySeq calls fn with the ids under the given prefixes of the todo
+// index, whose keys are prefix + seq(8), merged in seq order from seq from
+// on, until fn returns false. An id under two prefixes is passed once.
+func (t *txn) scanBySeq(from uint64, fn func(id string) (bool, error), prefixes ...string) error {
+	srcs := make([]*seqSource, len(prefixes))
+	for i, p := range prefixes {
+		srcs[i] = &seqSource{t: t, prefix: p, from: from, more: true}
+	}
+	last := ""
+	for {
+		var min *seqEntry
+		var at *seqSource
+		for _, s := range srcs {
+			e, err := s.peek()
+			if err != nil {
+				return err
+			}
+			if e != nil && (min == nil || e.seq < min.seq) {
+				min, at = e, s
+			}
+		}
+		if min == nil {
+			return nil
+		}
+		at.i++
+		if min.id == last {
+			continue
+		}
+		last = min.id
+		if more, err := fn(min.id); err != nil || !more {
+			return err
+		}
+	}
+}
+
+type seqEntry struct {
+	seq uint64
+	id  string
+}
+
+// seqSource reads one seq-keyed prefix of the todo index in order, a chunk
+// at a time.
+type seqSource struct {
+	t      *txn
+	prefix string
+	from   uint64 // the next chunk starts here
+	buf    []seqEntry
+	i      int
+	more   bool // entries may follow buf
+}
+
+const seqChunk = 64
+
+func (s *seqSource) peek() (*seqEntry, error) {
+	if s.i < len(s.buf) {
+		return &s.buf[s.i], nil
+	}
+	if !s.more {
+		return nil, nil
+	}
+	s.buf, s.i, s.more = s.buf[:0], 0, false
+	err := s.t.tx.Scan(tIdx, []byte(s.prefix+be64(s.from)), prefixEnd(s.prefix), func(k, v []byte) bool {
+		if len(k) != len(s.prefix)+8 {
+			return true // not this prefix's shape (a longer scope sharing it)
+		}
+		if len(s.buf) == seqChunk {
+			s.more = true
+			return false
+		}
+		s.buf = append(s.buf, seqEntry{seq: binary.BigEndian.Uint64(k[len(s.prefix):]), id: string(v)})
+		return true
+	})
+	if err != nil {
+		return nil, err
+	}
+	if n := len(s.buf); n > 0 {
+		s.from = s.buf[n-1].seq + 1
+	}
+	if len(s.buf) == 0 {
+		return nil, nil
+	}
+	return &s.buf[0], nil
+}

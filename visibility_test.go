@@ -1,6 +1,7 @@
 package switchboard_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -97,5 +98,92 @@ func TestNotYoursIsNotFoundForEveryVerb(t *testing.T) {
 		require.Equal(t, td.ID, l2.TodoID)
 		require.ErrorIs(t, h.sb.Complete(ctx, alice, sb.Lease{TodoID: l2.TodoID, Token: l.Token}, nil), sb.ErrLeaseLost, "the todo is visible to alice, the live lease is not hers")
 		require.NoError(t, h.sb.Complete(ctx, owner, l2, nil))
+	})
+}
+
+// List through a friend grant reads what that grant created and what it
+// claimed — in creation order, paged, filtered by state — and nothing of
+// other grants' work in the queue, however much of it there is. A todo it
+// claimed stops being listed once every attempt of its own is out of the
+// todo's kept history, and once the todo is purged.
+func TestListThroughFriendGrant(t *testing.T) {
+	eachBackend(t, func(t *testing.T, h *harness) {
+		drain := scope("inbox", sb.VerbCreateFor, sb.VerbList, sb.VerbClaim, sb.VerbComplete)
+		_, alice := h.friend(h.alice, h.bob, "alice-bot", "bob-desk", drain)
+		_, carol := h.friend(h.carol, h.bob, "carol-bot", "bob-desk", scope("inbox", sb.VerbCreateFor, sb.VerbList))
+		owner := h.worker(h.bob, "bob-desk", "inbox")
+		_, ownerCreates, err := h.sb.Vend(ctx, h.bob, sb.VendRequest{Agent: "bob-desk", Scope: inboxCreate})
+		require.NoError(t, err)
+		create := func(c sb.Credential, title string) sb.Todo {
+			td, _, err := h.sb.CreateFor(ctx, c, "inbox", sb.NewTodo{Kind: "k", Title: title, MaxAttempts: 100})
+			require.NoError(t, err)
+			return td
+		}
+		titles := func(c sb.Credential, o *sb.ListOptions) []string {
+			all, err := h.sb.List(ctx, c, "inbox", o)
+			require.NoError(t, err)
+			var out []string
+			for _, td := range all {
+				out = append(out, td.Title)
+			}
+			return out
+		}
+		create(carol, "c1")
+		for i := range 30 {
+			create(ownerCreates, fmt.Sprintf("o%d", i)) // others' work alice never sees
+		}
+		claimed, _, err := h.sb.Claim(ctx, alice, "inbox", nil)
+		require.NoError(t, err)
+		require.Equal(t, "c1", claimed.Title)
+		create(alice, "a1")
+		create(carol, "c2")
+		create(alice, "a2")
+
+		require.Equal(t, []string{"c1", "a1", "a2"}, titles(alice, nil))
+		require.Equal(t, []string{"c1", "c2"}, titles(carol, nil))
+		var paged []string
+		for after := ""; ; {
+			page, err := h.sb.List(ctx, alice, "inbox", &sb.ListOptions{Limit: 1, After: after})
+			require.NoError(t, err)
+			if len(page) == 0 {
+				break
+			}
+			paged, after = append(paged, page[0].Title), page[0].ID
+		}
+		require.Equal(t, []string{"c1", "a1", "a2"}, paged)
+		require.Equal(t, []string{"c1"}, titles(alice, &sb.ListOptions{State: sb.TodoLeased}))
+		require.Equal(t, []string{"a1", "a2"}, titles(alice, &sb.ListOptions{State: sb.TodoQueued}))
+
+		// The owner's worker claims and fails c1 until alice's attempt is
+		// out of the kept history: alice no longer sees it.
+		all, err := h.sb.List(ctx, owner, "inbox", &sb.ListOptions{Limit: 1000})
+		require.NoError(t, err)
+		require.Len(t, all, 34)
+		h.clock.Advance(time.Hour) // alice's lease has expired
+		for i := 0; i < 60; i++ {
+			for {
+				td, l, err := h.sb.Claim(ctx, owner, "inbox", nil)
+				require.NoError(t, err)
+				if td.ID == claimed.ID {
+					require.NoError(t, h.sb.Fail(ctx, owner, l, "again"))
+					break
+				}
+				require.NoError(t, h.sb.Release(ctx, owner, l))
+			}
+			h.clock.Advance(time.Hour) // past the retry backoff
+		}
+		require.Equal(t, []string{"a1", "a2"}, titles(alice, nil))
+
+		// Claimed, completed and purged, a todo leaves alice's list
+		// without an error.
+		x, l, err := h.sb.Claim(ctx, alice, "inbox", nil)
+		require.NoError(t, err)
+		require.NoError(t, h.sb.Complete(ctx, alice, l, nil))
+		require.Contains(t, titles(alice, nil), x.Title)
+		h.clock.Advance(8 * 24 * time.Hour)
+		_, err = h.sb.Reap(ctx)
+		require.NoError(t, err)
+		require.NotContains(t, titles(alice, nil), x.Title)
+		require.Contains(t, titles(alice, nil), "a2")
 	})
 }
