@@ -122,6 +122,9 @@ type Store struct {
 // it the tree a running checkpoint is applying (nil if none is).
 type layers struct{ mem, frozen *tree }
 
+// maxRecord bounds one log record (a record's length is 32 bits).
+const maxRecord = 1<<31 - 1
+
 // checkpointDeletes is how many deletions start a checkpoint whatever
 // their size: until it, a deleted key is an entry that every scan over it
 // steps past (the queue's ready index, emptied from its front by claims).
@@ -301,6 +304,9 @@ func (s *Store) write(_ context.Context, fn func(store.Tx) error) error {
 	}
 	if p.n == 0 {
 		return nil // nothing written: nothing to log
+	}
+	if len(p.ops) > maxRecord {
+		return fmt.Errorf("bolt: one commit of %d bytes is over the log's limit of %d", len(p.ops), maxRecord)
 	}
 	if !s.log.fits(len(p.ops)) {
 		if err := s.rotate(); err != nil {
