@@ -545,3 +545,19 @@ func TestHistoryIsBounded(t *testing.T) {
 		assert.False(t, got.History[49].EndedAt.IsZero())
 	})
 }
+
+// The Todo CreateFor returns is the caller's to keep: reusing the payload
+// buffer afterwards changes neither it nor what is stored.
+func TestCreateForCopiesThePayload(t *testing.T) {
+	eachBackend(t, func(t *testing.T, h *harness) {
+		_, cred := h.friend(h.alice, h.bob, "alice-bot", "bob-desk", scope("inbox", sb.VerbCreateFor, sb.VerbGet))
+		buf := []byte("first")
+		td, _, err := h.sb.CreateFor(ctx, cred, "inbox", sb.NewTodo{Kind: "k", Payload: buf})
+		require.NoError(t, err)
+		copy(buf, "XXXXX")
+		require.Equal(t, "first", string(td.Payload))
+		got, err := h.sb.Get(ctx, cred, td.ID)
+		require.NoError(t, err)
+		require.Equal(t, "first", string(got.Payload))
+	})
+}

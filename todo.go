@@ -4,6 +4,7 @@
 package switchboard
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -188,6 +189,11 @@ func (s *Switchboard) CreateFor(ctx context.Context, c Credential, queue string,
 	})
 	if err != nil {
 		return Todo{}, false, fmt.Errorf("switchboard: create_for: %w", err)
+	}
+	if created {
+		// The record holds the caller's payload slice; the Todo returned
+		// must not change if the caller reuses it.
+		todo.Payload = bytes.Clone(todo.Payload)
 	}
 	return todo, created, nil
 }
