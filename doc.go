@@ -65,7 +65,8 @@
 // interface; each operation is one transaction, so a failure leaves nothing
 // half-written, and every state change appends an [Event] to the audit log
 // in the same transaction. Package store/bolt is the default backend (a
-// single bbolt file) and store/memory serves tests. Several Switchboard
+// bbolt file, with a write-ahead log beside it while open) and store/memory
+// serves tests. Several Switchboard
 // values may share one store; several processes share one through
 // store/postgres (its own module), which also wakes blocked claims and
 // subscriptions in every process when another commits (store.Watcher).
