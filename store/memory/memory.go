@@ -2,7 +2,7 @@
 // embedding where durability is not wanted.
 //
 // It keeps each table as a B-tree (github.com/google/btree: O(log n) inserts
-// and ordered range scans) and holds a single lock: one writer or many
+// and ordered range scans) beside a map for point reads, and holds a single lock: one writer or many
 // readers at a time. Update writes straight into the tables under the write
 // lock and keeps an undo log, replayed backwards if fn returns an error or
 // panics, so a failed Update leaves nothing behind and readers (who wait
@@ -30,8 +30,27 @@ type Store struct {
 
 var _ store.Store = (*Store)(nil)
 
-// table is one table's keys in order; an item owns its copies.
-type table = btree.BTreeG[item]
+// table is one table's keys in order, and by key for Get: the tree and the
+// map hold the same items (an item owns its copies; the two share them).
+type table struct {
+	tree  *btree.BTreeG[item]
+	byKey map[string][]byte
+}
+
+func newTable() *table { return &table{tree: btree.NewG(32, less), byKey: map[string][]byte{}} }
+
+// set stores v under k and returns what was there.
+func (tb *table) set(k string, v []byte) (old []byte, existed bool) {
+	tb.tree.ReplaceOrInsert(item{k: k, v: v})
+	old, existed = tb.byKey[k]
+	tb.byKey[k] = v
+	return old, existed
+}
+
+func (tb *table) remove(k string) {
+	tb.tree.Delete(item{k: k})
+	delete(tb.byKey, k)
+}
 
 type item struct {
 	k string
@@ -106,20 +125,14 @@ type undo struct {
 	existed    bool
 }
 
-// remember logs key's current value before a write.
-func (t *tx) remember(name string, tb *table, key string) {
-	it, ok := tb.Get(item{k: key})
-	t.undo = append(t.undo, undo{table: name, key: key, old: it.v, existed: ok})
-}
-
 func (t *tx) rollback() {
 	for i := len(t.undo) - 1; i >= 0; i-- {
 		u := t.undo[i]
 		tb := t.s.tables[u.table]
 		if u.existed {
-			tb.ReplaceOrInsert(item{k: u.key, v: u.old})
+			tb.set(u.key, u.old)
 		} else {
-			tb.Delete(item{k: u.key})
+			tb.remove(u.key)
 		}
 	}
 	t.undo = nil
@@ -127,8 +140,8 @@ func (t *tx) rollback() {
 
 func (t *tx) Get(tbl string, key []byte) ([]byte, error) {
 	if tb := t.s.tables[tbl]; tb != nil {
-		if it, ok := tb.Get(item{k: string(key)}); ok {
-			return bytes.Clone(it.v), nil
+		if v, ok := tb.byKey[string(key)]; ok {
+			return bytes.Clone(v), nil
 		}
 	}
 	return nil, store.ErrNotFound
@@ -143,15 +156,16 @@ func (t *tx) Put(tbl string, key, value []byte) error {
 	}
 	tb := t.s.tables[tbl]
 	if tb == nil {
-		tb = btree.NewG(32, less)
+		tb = newTable()
 		t.s.tables[tbl] = tb
 	}
 	v := bytes.Clone(value)
 	if v == nil {
 		v = []byte{}
 	}
-	t.remember(tbl, tb, string(key))
-	tb.ReplaceOrInsert(item{k: string(key), v: v})
+	k := string(key)
+	old, existed := tb.set(k, v)
+	t.undo = append(t.undo, undo{table: tbl, key: k, old: old, existed: existed})
 	return nil
 }
 
@@ -160,9 +174,10 @@ func (t *tx) Delete(tbl string, key []byte) error {
 		return store.ErrReadOnly
 	}
 	if tb := t.s.tables[tbl]; tb != nil {
-		if _, ok := tb.Get(item{k: string(key)}); ok {
-			t.remember(tbl, tb, string(key))
-			tb.Delete(item{k: string(key)})
+		k := string(key)
+		if old, ok := tb.byKey[k]; ok {
+			t.undo = append(t.undo, undo{table: tbl, key: k, old: old, existed: true})
+			tb.remove(k)
 		}
 	}
 	return nil
@@ -173,16 +188,17 @@ func (t *tx) Scan(tbl string, start, end []byte, fn func(k, v []byte) bool) erro
 	if tb == nil {
 		return nil
 	}
+	tree := tb.tree
 	visit := func(it item) bool { return fn([]byte(it.k), bytes.Clone(it.v)) }
 	switch {
 	case start == nil && end == nil:
-		tb.Ascend(visit)
+		tree.Ascend(visit)
 	case start == nil:
-		tb.AscendLessThan(item{k: string(end)}, visit)
+		tree.AscendLessThan(item{k: string(end)}, visit)
 	case end == nil:
-		tb.AscendGreaterOrEqual(item{k: string(start)}, visit)
+		tree.AscendGreaterOrEqual(item{k: string(start)}, visit)
 	case string(start) < string(end):
-		tb.AscendRange(item{k: string(start)}, item{k: string(end)}, visit)
+		tree.AscendRange(item{k: string(start)}, item{k: string(end)}, visit)
 	}
 	return nil
 }
