@@ -19,20 +19,11 @@ import (
 // priority, a queued one with a dedup key) and checks that New upgrades it
 // in place with nothing lost: order, leases, delays and dedup keys hold.
 func TestUpgradeFromV1(t *testing.T) {
-	raw, err := os.ReadFile("testdata/v1.db")
-	require.NoError(t, err)
 	var fx struct {
 		Credential sb.Credential `json:"credential"`
 		Lease      sb.Lease      `json:"lease"`
 	}
-	b, err := os.ReadFile("testdata/v1.db.json")
-	require.NoError(t, err)
-	require.NoError(t, json.Unmarshal(b, &fx))
-	path := filepath.Join(t.TempDir(), "v1.db")
-	require.NoError(t, os.WriteFile(path, raw, 0o600))
-	st, err := bolt.Open(path, nil)
-	require.NoError(t, err)
-	defer st.Close()
+	st := openFixture(t, "v1.db", &fx)
 	clk := &clock{t: time.Date(2026, 11, 1, 12, 1, 0, 0, time.UTC)}
 	cfg := &sb.Config{Clock: clk, Issuers: []sb.Issuer{{URL: "https://issuer.example", ClientID: "v1"}}}
 	s, err := sb.New(st, cfg)
@@ -80,21 +71,12 @@ func TestUpgradeFromV1(t *testing.T) {
 // grant, which now reads only what the grant created or claimed, still
 // shows the todo it claimed.
 func TestUpgradeFromV2(t *testing.T) {
-	raw, err := os.ReadFile("testdata/v2.db")
-	require.NoError(t, err)
 	var fx struct {
 		Alice   sb.Credential `json:"alice"`
 		Carol   sb.Credential `json:"carol"`
 		Written time.Time     `json:"written"`
 	}
-	b, err := os.ReadFile("testdata/v2.db.json")
-	require.NoError(t, err)
-	require.NoError(t, json.Unmarshal(b, &fx))
-	path := filepath.Join(t.TempDir(), "v2.db")
-	require.NoError(t, os.WriteFile(path, raw, 0o600))
-	st, err := bolt.Open(path, nil)
-	require.NoError(t, err)
-	defer st.Close()
+	st := openFixture(t, "v2.db", &fx)
 	s, err := sb.New(st, &sb.Config{Clock: &clock{t: fx.Written.Add(time.Minute)}})
 	require.NoError(t, err)
 	titles := func(c sb.Credential) []string {
@@ -108,4 +90,22 @@ func TestUpgradeFromV2(t *testing.T) {
 	}
 	require.Equal(t, []string{"carol's:leased", "alice's:queued"}, titles(fx.Alice))
 	require.Equal(t, []string{"carol's:leased", "carol's second:queued"}, titles(fx.Carol))
+}
+
+// openFixture opens a copy of the bolt file testdata/name (the fixture is
+// never changed) and decodes testdata/name.json, what its writer recorded
+// about it, into fx. The store is closed when the test ends.
+func openFixture(t *testing.T, name string, fx any) *bolt.Store {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join("testdata", name))
+	require.NoError(t, err)
+	b, err := os.ReadFile(filepath.Join("testdata", name+".json"))
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(b, fx))
+	path := filepath.Join(t.TempDir(), name)
+	require.NoError(t, os.WriteFile(path, raw, 0o600))
+	st, err := bolt.Open(path, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	return st
 }

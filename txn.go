@@ -326,6 +326,25 @@ func isClosed(err error) bool { return errors.Is(err, ErrClosed) }
 // index, whose keys are prefix + seq(8), merged in seq order from seq from
 // on, until fn returns false. An id under two prefixes is passed once.
 func (t *txn) scanBySeq(from uint64, fn func(id string) (bool, error), prefixes ...string) error {
+	if len(prefixes) == 1 { // nothing to merge: one scan, streamed
+		var ferr error
+		p := prefixes[0]
+		err := t.tx.Scan(tIdx, []byte(p+be64(from)), prefixEnd(p), func(k, v []byte) bool {
+			if len(k) != len(p)+8 {
+				return true
+			}
+			more, err := fn(string(v))
+			if err != nil {
+				ferr = err
+				return false
+			}
+			return more
+		})
+		if err != nil {
+			return err
+		}
+		return ferr
+	}
 	srcs := make([]*seqSource, len(prefixes))
 	for i, p := range prefixes {
 		srcs[i] = &seqSource{t: t, prefix: p, from: from, more: true}
