@@ -65,7 +65,8 @@ type Options struct {
 	// Timeout bounds how long Open waits for the file lock held by another
 	// process. Zero means 5 seconds; a negative value waits forever.
 	Timeout time.Duration
-	// Mode is the permission of a newly created file. Zero means 0600.
+	// Mode is the permission of a newly created file (the bbolt file and
+	// its log's). Zero means 0600.
 	Mode os.FileMode
 	// CommitEachUpdate commits every Update in a transaction of its own
 	// instead of grouping concurrent ones (see Group commit).
@@ -214,7 +215,7 @@ func (s *Store) recover() error {
 		}
 		s.applied = last
 	}
-	s.log, err = openWAL(s.path, s.applied+1, s.opts.LogSegmentSize, s.opts.NoSync)
+	s.log, err = openWAL(s.path, s.applied+1, s.opts.LogSegmentSize, s.opts.Mode, s.opts.NoSync)
 	return err
 }
 

@@ -78,6 +78,7 @@ type wal struct {
 	act    int
 	next   uint64 // LSN of the next record
 	max    int64  // a segment takes no more records past this size
+	mode   os.FileMode
 	noSync bool
 	buf    []byte
 }
@@ -87,8 +88,8 @@ func walPaths(path string) [2]string { return [2]string{path + ".wal0", path + "
 // createSegment creates (or truncates) the segment file at path with a
 // header for start, makes it durable — the file's contents and its entry
 // in the directory — and returns it ready for records.
-func createSegment(path string, start uint64, noSync bool) (*segment, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+func createSegment(path string, start uint64, mode os.FileMode, noSync bool) (*segment, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, mode)
 	if err != nil {
 		return nil, fmt.Errorf("%w: create %s: %w", errLog, path, err)
 	}
@@ -155,12 +156,12 @@ func (s *segment) grow(want int64) error {
 
 // openWAL starts a fresh log whose first record will be next: segment 0
 // created anew, segment 1 removed (it is created when first needed).
-func openWAL(path string, next uint64, max int64, noSync bool) (*wal, error) {
-	w := &wal{paths: walPaths(path), next: next, max: max, noSync: noSync}
+func openWAL(path string, next uint64, max int64, mode os.FileMode, noSync bool) (*wal, error) {
+	w := &wal{paths: walPaths(path), next: next, max: max, mode: mode, noSync: noSync}
 	if err := os.Remove(w.paths[1]); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("%w: %w", errLog, err)
 	}
-	s, err := createSegment(w.paths[0], next, noSync)
+	s, err := createSegment(w.paths[0], next, mode, noSync)
 	if err != nil {
 		return nil, err
 	}
@@ -183,7 +184,7 @@ func (w *wal) other() *segment { return w.seg[1-w.act] }
 func (w *wal) rotate() error {
 	o := 1 - w.act
 	if w.seg[o] == nil {
-		s, err := createSegment(w.paths[o], w.next, w.noSync)
+		s, err := createSegment(w.paths[o], w.next, w.mode, w.noSync)
 		if err != nil {
 			return err
 		}

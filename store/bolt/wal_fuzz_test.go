@@ -27,7 +27,7 @@ func FuzzReadLog(f *testing.F) {
 		}
 		defer os.RemoveAll(dir)
 		path := filepath.Join(dir, "sb.db")
-		w, err := openWAL(path, 1, 1<<30, true)
+		w, err := openWAL(path, 1, 1<<30, 0o600, true)
 		if err != nil {
 			t.Fatal(err)
 		}

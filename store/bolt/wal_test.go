@@ -352,3 +352,26 @@ func TestSnapshotsAcrossCheckpoints(t *testing.T) {
 	default:
 	}
 }
+
+// The log's files get the permission the bbolt file gets.
+func TestLogFilesTakeMode(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "sb.db")
+	s, err := Open(path, &Options{Mode: 0o640, LogSegmentSize: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for range 2 { // the second write rotates into segment 1
+		put(t, s, func(tx store.Tx) error { return tx.Put("t", []byte("k"), []byte("v")) })
+	}
+	wp := walPaths(path)
+	for _, p := range []string{path, wp[0], wp[1]} {
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := fi.Mode().Perm(); got != 0o640 {
+			t.Fatalf("%s: mode %o, want 640", p, got)
+		}
+	}
+}
