@@ -49,6 +49,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"sync"
 	"time"
@@ -139,7 +140,10 @@ type checkpoint struct {
 	err  error
 }
 
-var _ store.Store = (*Store)(nil)
+var (
+	_ store.Store = (*Store)(nil)
+	_ io.WriterTo = (*Store)(nil)
+)
 
 // Open opens (creating if needed) the bbolt file at path, applying to it
 // whatever its write-ahead log holds that is not in it yet.
@@ -416,6 +420,45 @@ func (s *Store) rotate() error {
 		return err
 	}
 	return nil
+}
+
+// WriteTo writes a consistent copy of the store to w as a plain bbolt file
+// (no log beside it) holding every write committed before the call, while
+// writes go on: a hot backup. Writes wait only while what is logged is
+// checkpointed into the bbolt file; the copy itself is read from a bbolt
+// snapshot.
+func (s *Store) WriteTo(w io.Writer) (int64, error) {
+	btx, err := s.snapshot()
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = btx.Rollback() }()
+	n, err := btx.WriteTo(w)
+	if err != nil {
+		return n, fmt.Errorf("bolt: copy %s: %w", s.path, err)
+	}
+	return n, nil
+}
+
+// snapshot checkpoints everything logged and opens a bbolt read
+// transaction holding it all.
+func (s *Store) snapshot() (*bbolt.Tx, error) {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if s.closed {
+		return nil, store.ErrClosed
+	}
+	if err := s.settle(true); err != nil {
+		return nil, err
+	}
+	if s.log.next-1 > s.applied {
+		s.startCheckpoint(s.log.next - 1)
+		if err := s.settle(true); err != nil {
+			return nil, err
+		}
+	}
+	btx, err := s.db.Begin(false)
+	return btx, mapErr(err)
 }
 
 // Close checkpoints every logged write into the bbolt file, removes the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -92,5 +93,68 @@ func TestBatchWithAnUnwritableKey(t *testing.T) {
 	}
 	if err := s.Update(ctx, func(tx store.Tx) error { return errors.New("still usable") }); err == nil || err.Error() != "still usable" {
 		t.Fatalf("store unusable after the failed batch: %v", err)
+	}
+}
+
+// WriteTo copies the store while it is written to: the copy is a plain
+// bbolt file (no log) holding everything committed before the call.
+func TestWriteToIsAHotBackup(t *testing.T) {
+	dir := t.TempDir()
+	s, err := bolt.Open(filepath.Join(dir, "sb.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	for i := range 500 {
+		if err := s.Update(ctx, func(tx store.Tx) error {
+			return tx.Put("t", fmt.Appendf(nil, "k%03d", i), []byte("v"))
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { // writes go on during the copy
+		defer wg.Done()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			_ = s.Update(ctx, func(tx store.Tx) error { return tx.Put("u", fmt.Appendf(nil, "%d", i), []byte("x")) })
+		}
+	}()
+	backup := filepath.Join(dir, "backup.db")
+	f, err := os.Create(backup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.WriteTo(f); err != nil {
+		t.Fatal(err)
+	}
+	close(stop)
+	wg.Wait()
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(backup + ".wal0"); !os.IsNotExist(err) {
+		t.Fatalf("a log beside the backup: %v", err)
+	}
+	c, err := bolt.Open(backup, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	n := 0
+	if err := c.View(ctx, func(tx store.Tx) error {
+		return tx.Scan("t", nil, nil, func(_, _ []byte) bool { n++; return true })
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if n != 500 {
+		t.Fatalf("backup holds %d keys, want 500", n)
 	}
 }
