@@ -254,8 +254,13 @@ func prefixEnd(p string) []byte {
 // scanPrefix visits keys starting with prefix in order until fn returns
 // false or an error.
 func (t *txn) scanPrefix(table, prefix string, fn func(k, v string) (bool, error)) error {
+	return t.scanPrefixFrom(table, prefix, "", fn)
+}
+
+// scanPrefixFrom is scanPrefix starting at prefix+from.
+func (t *txn) scanPrefixFrom(table, prefix, from string, fn func(k, v string) (bool, error)) error {
 	var ferr error
-	err := t.tx.Scan(table, []byte(prefix), prefixEnd(prefix), func(k, v []byte) bool {
+	err := t.tx.Scan(table, []byte(prefix+from), prefixEnd(prefix), func(k, v []byte) bool {
 		more, err := fn(string(k), string(v))
 		if err != nil {
 			ferr = err
@@ -327,23 +332,13 @@ func isClosed(err error) bool { return errors.Is(err, ErrClosed) }
 // on, until fn returns false. An id under two prefixes is passed once.
 func (t *txn) scanBySeq(from uint64, fn func(id string) (bool, error), prefixes ...string) error {
 	if len(prefixes) == 1 { // nothing to merge: one scan, streamed
-		var ferr error
 		p := prefixes[0]
-		err := t.tx.Scan(tIdx, []byte(p+be64(from)), prefixEnd(p), func(k, v []byte) bool {
+		return t.scanPrefixFrom(tIdx, p, be64(from), func(k, id string) (bool, error) {
 			if len(k) != len(p)+8 {
-				return true
+				return true, nil
 			}
-			more, err := fn(string(v))
-			if err != nil {
-				ferr = err
-				return false
-			}
-			return more
+			return fn(id)
 		})
-		if err != nil {
-			return err
-		}
-		return ferr
 	}
 	srcs := make([]*seqSource, len(prefixes))
 	for i, p := range prefixes {
