@@ -8,12 +8,19 @@ package switchboard_test
 // consistency check and verifies that every acknowledged write is there,
 // that dedup still holds and that the audit chain is whole. CI runs a few
 // rounds; -crash.rounds runs more.
+//
+// Nothing here is timed from the child's start: under -race on a busy
+// machine the child may take seconds before its first write. Each round
+// waits for the first acknowledged write, then kills after a random delay
+// or a random number of further acknowledgements, so every round tests a
+// crash in the middle of real traffic however slow the machine is.
 
 import (
 	"bufio"
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -70,19 +77,7 @@ func TestCrashRecovery(t *testing.T) {
 		require.NoError(t, err)
 		cmd.Stderr = os.Stderr
 		require.NoError(t, cmd.Start())
-		var acks []string
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			sc := bufio.NewScanner(out)
-			for sc.Scan() {
-				acks = append(acks, sc.Text())
-			}
-		}()
-		time.Sleep(time.Duration(150+rand.IntN(400)) * time.Millisecond)
-		require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
-		<-done
-		_ = cmd.Wait()
+		acks := killAfterAcks(t, cmd, out, round)
 		for _, a := range acks {
 			f := strings.Fields(a)
 			switch {
@@ -162,6 +157,90 @@ func TestCrashRecovery(t *testing.T) {
 		require.False(t, made, key)
 		require.Equal(t, id, td.ID)
 	}
+}
+
+// crashStartDeadline bounds the wait for a child's first acknowledged
+// write: generous, because a child built with -race on a loaded 2-core
+// machine can take many seconds to start, but finite, so a child that never
+// writes fails the test clearly instead of hanging it.
+const crashStartDeadline = 2 * time.Minute
+
+// killAfterAcks reads the child's acknowledgements, waits for its first
+// acknowledged create and friend request, then SIGKILLs the child either after a random delay or after a
+// random number of further acknowledgements, and returns every
+// acknowledgement the child wrote before it died.
+func killAfterAcks(t *testing.T, cmd *exec.Cmd, out io.Reader, round int) []string {
+	t.Helper()
+	lines := make(chan string, 1024)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	var acks []string
+	kill := func() {
+		require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
+		for l := range lines { // what the child wrote before it died
+			acks = append(acks, l)
+		}
+		_ = cmd.Wait()
+	}
+	// Wait until the child has acknowledged a create and a friend request,
+	// the two kinds of write every round checks.
+	start := time.After(crashStartDeadline)
+	var sawCreate, sawRequest bool
+	for !sawCreate || !sawRequest {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				err := cmd.Wait()
+				t.Fatalf("round %d: the child exited (%v) before acknowledging a create and a request", round, err)
+			}
+			acks = append(acks, l)
+			sawCreate = sawCreate || strings.HasPrefix(l, "create ")
+			sawRequest = sawRequest || strings.HasPrefix(l, "request ")
+		case <-start:
+			kill()
+			t.Fatalf("round %d: within %v of starting the child acknowledged no create (%v) or no friend request (%v)", round, crashStartDeadline, sawCreate, sawRequest)
+		}
+	}
+	if rand.IntN(2) == 0 {
+		// Kill after a random delay.
+		timer := time.NewTimer(time.Duration(rand.IntN(400)) * time.Millisecond)
+		defer timer.Stop()
+		for {
+			select {
+			case l, ok := <-lines:
+				if !ok {
+					t.Fatalf("round %d: the child exited on its own", round)
+				}
+				acks = append(acks, l)
+				continue
+			case <-timer.C:
+			}
+			break
+		}
+	} else {
+		// Kill after a random number of further acknowledgements.
+		more := rand.IntN(2000)
+		deadline := time.After(crashStartDeadline)
+		for n := 0; n < more; n++ {
+			select {
+			case l, ok := <-lines:
+				if !ok {
+					t.Fatalf("round %d: the child exited on its own", round)
+				}
+				acks = append(acks, l)
+				continue
+			case <-deadline:
+			}
+			break
+		}
+	}
+	kill()
+	return acks
 }
 
 // TestCrashChild is the child process of TestCrashRecovery.

@@ -467,6 +467,16 @@ func (w *waker) wait(key string) <-chan struct{} {
 	return c
 }
 
+// signalAll wakes every waiter, whatever key it waits on.
+func (w *waker) signalAll() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for k, c := range w.ch {
+		close(c)
+		delete(w.ch, k)
+	}
+}
+
 func (w *waker) signal(key string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()

@@ -227,16 +227,20 @@ func TestBlockingClaimWakesOnCreate(t *testing.T) {
 			}
 			got <- err
 		}()
-		time.Sleep(50 * time.Millisecond) // let the claimer block; the result does not depend on it
+		waitTimers(t, h.clock, 1) // the claimer found the queue empty and sleeps
 		_, _, err = s.CreateFor(ctx, friend, "inbox", sb.NewTodo{Kind: "k", Title: "wake up"})
 		require.NoError(t, err)
 		require.NoError(t, <-got)
 
 		// A waiting claim ends with its context.
 		cctx, cancel2 := context.WithCancel(ctx)
-		go func() { time.Sleep(20 * time.Millisecond); cancel2() }()
-		_, _, err = s.Claim(cctx, w, "inbox", &sb.ClaimOptions{Wait: true})
-		require.ErrorIs(t, err, context.Canceled)
+		go func() {
+			_, _, err := s.Claim(cctx, w, "inbox", &sb.ClaimOptions{Wait: true})
+			got <- err
+		}()
+		waitTimers(t, h.clock, 2) // the second claimer sleeps too (the first one's timer never fired)
+		cancel2()
+		require.ErrorIs(t, <-got, context.Canceled)
 	})
 }
 

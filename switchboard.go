@@ -162,6 +162,11 @@ type Switchboard struct {
 // notified wakes this process's waiters for a key another process's commit
 // announced (see store.Watcher).
 func (s *Switchboard) notified(key string) {
+	if key == store.Resync {
+		s.commits.signalAll()
+		s.wake.signalAll()
+		return
+	}
 	if key == commitsKey {
 		s.commits.signal(commitsKey)
 		return

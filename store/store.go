@@ -111,9 +111,19 @@ type Notifier interface {
 // registers fn to be called with each key notified by a committed
 // transaction of any process sharing the store, until stop is called or the
 // store is closed. fn is called from one goroutine and must not block.
+//
+// Whenever notifications may have been missed — each time the store
+// (re)establishes its channel to the other processes, the first time
+// included — it calls fn with [Resync], so waiters re-check at once instead
+// of at their next poll.
 type Watcher interface {
 	Watch(fn func(key string)) (stop func())
 }
+
+// Resync is the key a [Watcher] passes to its callbacks when notifications
+// may have been lost: every waiter, whatever it waits for, should re-check
+// the store. No Notify key may equal it.
+const Resync = "\x00resync"
 
 // Prefetcher is implemented by the Tx of a store whose reads are round
 // trips (a database server): Prefetch(table, keys) is a hint that the

@@ -37,6 +37,33 @@ type childConfig struct {
 	Quotas       switchboard.Quotas `json:"quotas"`
 	PollInterval time.Duration      `json:"poll_interval"`
 	Options      postgres.Options   `json:"options"`
+	// AnnounceWaits makes the child write {"id":"waiting"} whenever the
+	// library starts waiting on its clock (a blocking claim that found its
+	// queue empty), so the parent knows it is blocked without guessing.
+	AnnounceWaits bool `json:"announce_waits,omitempty"`
+}
+
+// lockedEncoder is the child's stdout, shared by its answers and its
+// clock's announcements.
+type lockedEncoder struct {
+	mu  sync.Mutex
+	enc *json.Encoder
+}
+
+func (e *lockedEncoder) Encode(v any) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.enc.Encode(v)
+}
+
+// announcingClock is the system clock, announcing each wait on stdout.
+type announcingClock struct{ out *lockedEncoder }
+
+func (announcingClock) Now() time.Time { return time.Now() }
+func (c announcingClock) After(d time.Duration) <-chan time.Time {
+	ch := time.After(d)
+	_ = c.out.Encode(answer{ID: "waiting"})
+	return ch
 }
 
 // command is one call for a child; answer is its outcome.
@@ -82,17 +109,22 @@ func child(raw string) error {
 		return err
 	}
 	defer st.Close()
+	out := &lockedEncoder{enc: json.NewEncoder(os.Stdout)}
+	var clock switchboard.Clock
+	if cfg.AnnounceWaits {
+		clock = announcingClock{out}
+	}
 	sb, err := switchboard.New(st, &switchboard.Config{
 		Issuers:      []switchboard.Issuer{{URL: cfg.Issuer, ClientID: cfg.ClientID}},
 		Quotas:       cfg.Quotas,
 		PollInterval: cfg.PollInterval,
+		Clock:        clock,
 	})
 	if err != nil {
 		return err
 	}
 	in := bufio.NewScanner(os.Stdin)
 	in.Buffer(nil, 1<<20)
-	out := json.NewEncoder(os.Stdout)
 	if err := out.Encode(answer{ID: "ready"}); err != nil {
 		return err
 	}
@@ -391,10 +423,11 @@ func TestMultiProcessQuotasAndReplay(t *testing.T) {
 // returns the todo the parent created long before that.
 func TestMultiProcessClaimWakes(t *testing.T) {
 	d := newDeployment(t, switchboard.Quotas{}, time.Minute)
+	d.cfg.AnnounceWaits = true
 	_, friend, worker := d.friend()
 	p := d.start()
 	p.send(command{Op: "claim", Cred: string(worker), Queue: "inbox", Wait: true})
-	time.Sleep(300 * time.Millisecond) // let the claim find the queue empty and block
+	require.Equal(t, "waiting", p.recv().ID, "the claim found the queue empty and blocks")
 	td, _, err := d.sb.CreateFor(context.Background(), friend, "inbox", switchboard.NewTodo{Kind: "job"})
 	require.NoError(t, err)
 	done := make(chan answer, 1)

@@ -224,7 +224,19 @@ func Open(ctx context.Context, dsn string, opts *Options) (*Store, error) {
 	})
 	lctx, stop := context.WithCancel(context.Background())
 	s.listenStop, s.listenDone = stop, make(chan struct{})
-	go s.listen(lctx)
+	first := make(chan struct{})
+	go s.listen(lctx, first)
+	// Wait for the first LISTEN (or its failure: waiters poll meanwhile
+	// and are told to re-check once it is up), so a process that starts
+	// waiting right after Open does not miss what others commit.
+	select {
+	case <-first:
+	case <-ctx.Done():
+		stop()
+		<-s.listenDone
+		pool.Close()
+		return nil, fmt.Errorf("postgres: listen: %w", ctx.Err())
+	}
 	return s, nil
 }
 
@@ -732,12 +744,16 @@ func (s *Store) Watch(fn func(key string)) (stop func()) {
 }
 
 // listen holds the LISTEN connection until ctx ends, reconnecting with
-// backoff.
-func (s *Store) listen(ctx context.Context) {
+// backoff. first is closed once the first attempt has listened or failed.
+func (s *Store) listen(ctx context.Context, first chan struct{}) {
 	defer close(s.listenDone)
+	var once sync.Once
+	firstDone := func() { once.Do(func() { close(first) }) }
+	defer firstDone()
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
-		err := s.listenOnce(ctx)
+		err := s.listenOnce(ctx, firstDone)
+		firstDone()
 		if ctx.Err() != nil {
 			return
 		}
@@ -753,7 +769,10 @@ func (s *Store) listen(ctx context.Context) {
 	}
 }
 
-func (s *Store) listenOnce(ctx context.Context) error {
+// listenOnce listens on one connection until it fails. Once LISTEN is in
+// place it calls listening and tells every watcher to re-check
+// (store.Resync): whatever was notified before was not heard here.
+func (s *Store) listenOnce(ctx context.Context, listening func()) error {
 	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
 	if err != nil {
 		return err
@@ -762,15 +781,21 @@ func (s *Store) listenOnce(ctx context.Context) error {
 	if _, err := conn.Exec(ctx, `LISTEN `+s.channel); err != nil {
 		return err
 	}
+	listening()
+	s.deliver(store.Resync)
 	for {
 		n, err := conn.WaitForNotification(ctx)
 		if err != nil {
 			return err
 		}
-		s.watchMu.Lock()
-		for _, fn := range s.watchers {
-			fn(n.Payload)
-		}
-		s.watchMu.Unlock()
+		s.deliver(n.Payload)
+	}
+}
+
+func (s *Store) deliver(key string) {
+	s.watchMu.Lock()
+	defer s.watchMu.Unlock()
+	for _, fn := range s.watchers {
+		fn(key)
 	}
 }

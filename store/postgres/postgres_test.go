@@ -7,6 +7,7 @@ import (
 	"errors"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
@@ -153,5 +154,42 @@ func TestSchemaVersion(t *testing.T) {
 		_, err := postgres.Open(ctx, dsn, &postgres.Options{Table: bad})
 		require.Error(t, err, bad)
 		require.Contains(t, err.Error(), "identifier")
+	}
+}
+
+// Notifications sent while the LISTEN connection is down are lost, so once
+// it is back every watcher is told to re-check (store.Resync); notifications
+// then flow again.
+func TestWatchResyncsAfterReconnect(t *testing.T) {
+	dsn := testDSN(t)
+	st := open(t, dsn, postgres.Options{Table: freshTable(t, dsn)})
+	defer st.Close()
+	keys := make(chan string, 16)
+	stop := st.Watch(func(k string) { keys <- k })
+	defer stop()
+
+	conn, err := pgx.Connect(context.Background(), dsn)
+	require.NoError(t, err)
+	defer conn.Close(context.Background())
+	// Cut the store's LISTEN connection from the server side.
+	var cut int
+	require.NoError(t, conn.QueryRow(context.Background(),
+		`SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE query = 'LISTEN ' || $1`, st.Table()+"_notify").Scan(&cut))
+	require.Equal(t, 1, cut, "one LISTEN connection")
+	select {
+	case k := <-keys:
+		require.Equal(t, store.Resync, k)
+	case <-time.After(30 * time.Second):
+		t.Fatal("no resync after the LISTEN connection came back")
+	}
+	require.NoError(t, st.Update(context.Background(), func(tx store.Tx) error {
+		tx.(store.Notifier).Notify("q1")
+		return tx.Put("t", []byte("k"), []byte("v"))
+	}))
+	select {
+	case k := <-keys:
+		require.Equal(t, "q1", k)
+	case <-time.After(30 * time.Second):
+		t.Fatal("no notification after the reconnect")
 	}
 }
