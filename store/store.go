@@ -48,6 +48,12 @@
 //     next poll. The PostgreSQL store offers both (LISTEN/NOTIFY).
 //   - [Prefetcher] (on the Tx): a hint that some keys are about to be read,
 //     for a backend whose reads are round trips to a server.
+//   - [Appender] (on the Tx): keys assigned by the store at commit and
+//     numbers unique across processes, for a backend whose write
+//     transactions run concurrently: switchboard then takes no counter
+//     that every writer would have to read and move. The PostgreSQL store
+//     offers it; without it, a store's writers run one at a time (bolt,
+//     memory) and a counter costs nothing.
 package store
 
 import (
@@ -124,6 +130,30 @@ type Watcher interface {
 // may have been lost: every waiter, whatever it waits for, should re-check
 // the store. No Notify key may equal it.
 const Resync = "\x00resync"
+
+// Appender is implemented by the Tx of a store whose write transactions run
+// concurrently — several processes, no global lock — where a counter kept
+// under one key would make every writer conflict on it. switchboard then
+// writes its audit events as pending entries with Append, sequences them
+// into the audit log after commit, and numbers new todos with Sequence.
+// On a store without it, events are sequenced inside the transaction that
+// writes them. A read-only transaction's Append returns ErrReadOnly.
+type Appender interface {
+	// Append adds value to table under a key the store assigns as the
+	// transaction commits: 8 bytes, big-endian, from one counter for the
+	// whole store, taken after every read the transaction made — so if
+	// one transaction read what another committed, its keys are larger
+	// than the other's. The keys of one transaction follow the order of
+	// its Append calls. Keys are never reused, may leave gaps, and
+	// transactions may commit out of key order. A transaction that rolls
+	// back adds nothing.
+	Append(table string, value []byte) error
+	// Sequence returns a positive number that no other call returns, in
+	// this process or any other sharing the store; in one process, a
+	// later call returns a larger number. A rolled-back transaction's
+	// numbers are simply never used.
+	Sequence() (uint64, error)
+}
 
 // Prefetcher is implemented by the Tx of a store whose reads are round
 // trips (a database server): Prefetch(table, keys) is a hint that the

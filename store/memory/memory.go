@@ -13,6 +13,7 @@ package memory
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"sync"
 
@@ -26,6 +27,19 @@ type Store struct {
 	mu     sync.RWMutex
 	tables map[string]*table
 	closed bool
+	opts   Options
+	// appended and sequenced are the last key Append assigned and the
+	// last number Sequence returned (under mu's write lock).
+	appended, sequenced uint64
+}
+
+// Options configures NewWithOptions.
+type Options struct {
+	// Appender makes the write transactions offer store.Appender, as a
+	// store whose writers run concurrently does (the PostgreSQL store), so
+	// that tests run switchboard's code paths for such stores — audit
+	// events sequenced after commit — without a database server.
+	Appender bool
 }
 
 var _ store.Store = (*Store)(nil)
@@ -64,6 +78,11 @@ func New() *Store {
 	return &Store{tables: make(map[string]*table)}
 }
 
+// NewWithOptions returns an empty in-memory store configured by o.
+func NewWithOptions(o Options) *Store {
+	return &Store{tables: make(map[string]*table), opts: o}
+}
+
 // View runs fn over a consistent snapshot (readers hold a shared lock).
 func (s *Store) View(ctx context.Context, fn func(store.Tx) error) error {
 	if err := ctx.Err(); err != nil {
@@ -95,7 +114,11 @@ func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
 			t.rollback()
 		}
 	}()
-	if err := fn(t); err != nil {
+	var ftx store.Tx = t
+	if s.opts.Appender {
+		ftx = appendingTx{t}
+	}
+	if err := fn(ftx); err != nil {
 		return err
 	}
 	done = true
@@ -181,6 +204,23 @@ func (t *tx) Delete(tbl string, key []byte) error {
 		}
 	}
 	return nil
+}
+
+// appendingTx is an Update's tx of a store with Options.Appender. The
+// write lock is held for the whole transaction, so a key taken at Append
+// is larger than every key of the transactions that committed before.
+type appendingTx struct{ *tx }
+
+func (t appendingTx) Append(tbl string, value []byte) error {
+	t.s.appended++
+	var k [8]byte
+	binary.BigEndian.PutUint64(k[:], t.s.appended)
+	return t.Put(tbl, k[:], value)
+}
+
+func (t appendingTx) Sequence() (uint64, error) {
+	t.s.sequenced++
+	return t.s.sequenced, nil
 }
 
 func (t *tx) Scan(tbl string, start, end []byte, fn func(k, v []byte) bool) error {

@@ -10,4 +10,7 @@ import (
 
 func TestConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) store.Store { return memory.New() })
+	t.Run("appender", func(t *testing.T) {
+		storetest.Run(t, func(t *testing.T) store.Store { return memory.NewWithOptions(memory.Options{Appender: true}) })
+	})
 }

@@ -22,6 +22,12 @@ var migrations = []func(table string) []string{
 			v bytea NOT NULL,
 			PRIMARY KEY (tbl, k))`}
 	},
+	// 2: the counters of store.Appender: the keys Append assigns at
+	// commit, and the blocks of numbers Sequence hands out (64 at a time,
+	// so one round trip serves 64 calls of a process).
+	func(t string) []string {
+		return []string{`CREATE SEQUENCE ` + t + `_append`, `CREATE SEQUENCE ` + t + `_numbers INCREMENT BY ` + fmt.Sprint(numberBlock)}
+	},
 }
 
 // migrate creates or upgrades the layout in one transaction, under a lock

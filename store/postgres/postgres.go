@@ -62,6 +62,7 @@ package postgres
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -144,11 +145,22 @@ type Store struct {
 
 	sqlGet, sqlGetMany, sqlScan, sqlPut, sqlDel string
 	sqlLock, sqlUnlock                          string
+	sqlAppend, sqlNumbers                       string
+
+	// numbers is this process's block of Sequence numbers: next up to
+	// end (exclusive).
+	numMu   sync.Mutex
+	numNext uint64
+	numEnd  uint64
 }
 
+// numberBlock is how many numbers one round trip reserves for Sequence.
+const numberBlock = 64
+
 var (
-	_ store.Store   = (*Store)(nil)
-	_ store.Watcher = (*Store)(nil)
+	_ store.Store    = (*Store)(nil)
+	_ store.Watcher  = (*Store)(nil)
+	_ store.Appender = (*reader)(nil)
 )
 
 var identifier = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,40}$`)
@@ -199,6 +211,11 @@ func Open(ctx context.Context, dsn string, opts *Options) (*Store, error) {
 		sqlPut: `INSERT INTO ` + o.Table + ` (tbl, k, v) SELECT $1, k, v FROM unnest($2::bytea[], $3::bytea[]) AS w(k, v)
 			ON CONFLICT (tbl, k) DO UPDATE SET v = EXCLUDED.v`,
 		sqlDel: `DELETE FROM ` + o.Table + ` WHERE tbl = $1 AND k = ANY($2::bytea[])`,
+		// Keys taken in the order of the Append calls (volatile functions
+		// in the target list are evaluated after the sort).
+		sqlAppend: `INSERT INTO ` + o.Table + ` (tbl, k, v) SELECT $1, int8send(nextval('` + o.Table + `_append')), v
+			FROM unnest($2::bytea[]) WITH ORDINALITY AS w(v, o) ORDER BY o`,
+		sqlNumbers: `SELECT int8send(nextval('` + o.Table + `_numbers'))`,
 	}
 	s.sqlLock = fmt.Sprintf(`SELECT pg_advisory_lock(%d)`, s.lockKey)
 	s.sqlUnlock = fmt.Sprintf(`SELECT pg_advisory_unlock(%d)`, s.lockKey)
@@ -446,7 +463,7 @@ func (s *Store) once(ctx context.Context, fn func(store.Tx) error, held *pgxpool
 		return err
 	}
 	var b pgx.Batch
-	if rd.begin != "" && (len(c.tables) > 0 || len(c.notes) > 0) {
+	if rd.begin != "" && (len(c.tables) > 0 || len(c.notes) > 0 || len(c.appends) > 0) {
 		b.Queue(rd.begin)
 		rd.begin = ""
 	}
@@ -483,6 +500,9 @@ func (s *Store) queueWrites(b *pgx.Batch, c *collector) {
 			b.Queue(s.sqlDel, name, t.delK)
 		}
 	}
+	for _, name := range c.appendOrder {
+		b.Queue(s.sqlAppend, name, c.appends[name])
+	}
 	for _, n := range c.notes {
 		b.Queue(`SELECT pg_notify($1, $2)`, s.channel, n)
 	}
@@ -493,6 +513,9 @@ type collector struct {
 	order  []string
 	tables map[string]*tableWrites
 	notes  []string
+	// appends per table, in the order of the Append calls.
+	appendOrder []string
+	appends     map[string][][]byte
 }
 
 type tableWrites struct{ putK, putV, delK [][]byte }
@@ -524,6 +547,21 @@ func (c *collector) Delete(table string, key []byte) error {
 	t.delK = append(t.delK, key)
 	return nil
 }
+func (c *collector) Append(table string, value []byte) error {
+	if c.appends == nil {
+		c.appends = map[string][][]byte{}
+	}
+	if _, ok := c.appends[table]; !ok {
+		c.appendOrder = append(c.appendOrder, table)
+	}
+	c.appends[table] = append(c.appends[table], value)
+	return nil
+}
+
+func (c *collector) Sequence() (uint64, error) {
+	return 0, errors.New("postgres: Sequence outside the transaction") // never: the overlay asks the reader
+}
+
 func (c *collector) Notify(key string) {
 	if !slices.Contains(c.notes, key) {
 		c.notes = append(c.notes, key)
@@ -726,6 +764,42 @@ func (r *reader) Delete(string, []byte) error {
 		return store.ErrReadOnly
 	}
 	return errors.New("postgres: write outside the overlay")
+}
+
+// Append is store.Appender's: in an Update the overlay above takes it (and
+// the collector sends it with the commit), so it never reaches here.
+func (r *reader) Append(string, []byte) error {
+	if r.readOnly {
+		return store.ErrReadOnly
+	}
+	return errors.New("postgres: write outside the overlay")
+}
+
+// Sequence is store.Appender's: a number from this process's block,
+// reserving the next block (one round trip, on the transaction's
+// connection) when it is used up. Numbers are unique across processes;
+// within a process they increase.
+func (r *reader) Sequence() (uint64, error) {
+	if r.readOnly {
+		return 0, store.ErrReadOnly
+	}
+	s := r.s
+	s.numMu.Lock()
+	defer s.numMu.Unlock()
+	if s.numNext == s.numEnd {
+		rows, err := r.rows(s.sqlNumbers)
+		if err != nil {
+			return 0, fmt.Errorf("postgres: sequence: %w", err)
+		}
+		if len(rows) != 1 || len(rows[0][0]) != 8 {
+			return 0, errors.New("postgres: sequence: no number")
+		}
+		first := binary.BigEndian.Uint64(rows[0][0])
+		s.numNext, s.numEnd = first, first+numberBlock
+	}
+	n := s.numNext
+	s.numNext++
+	return n, nil
 }
 
 // Watch registers fn for the keys notified by committed transactions of

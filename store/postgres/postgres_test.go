@@ -32,7 +32,7 @@ func testDSN(t testing.TB) string {
 }
 
 // freshTable returns a table name no other test uses, dropped (with its
-// schema table) when the test ends.
+// schema table and sequences) when the test ends.
 func freshTable(t testing.TB, dsn string) string {
 	t.Helper()
 	b := make([]byte, 6)
@@ -46,6 +46,7 @@ func freshTable(t testing.TB, dsn string) string {
 		}
 		defer conn.Close(context.Background())
 		_, _ = conn.Exec(context.Background(), `DROP TABLE IF EXISTS `+name+`, `+name+`_schema`)
+		_, _ = conn.Exec(context.Background(), `DROP SEQUENCE IF EXISTS `+name+`_append, `+name+`_numbers`)
 	})
 	return name
 }

@@ -486,6 +486,97 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store, opts ...Option) 
 			t.Fatalf("after reopen b = %q, want 2", got)
 		}
 	})
+
+	// store.Appender, for the stores that offer it: keys in commit-causal
+	// order, nothing from a rolled-back transaction, unique numbers.
+	t.Run("Appender", func(t *testing.T) {
+		s := open(t)
+		appends := false
+		mustUpdate(t, s, func(tx store.Tx) error { _, appends = tx.(store.Appender); return nil })
+		if !appends {
+			t.Skip("backend does not offer store.Appender")
+		}
+		appendAll := func(vals ...string) error {
+			return s.Update(ctx, func(tx store.Tx) error {
+				for _, v := range vals {
+					if err := tx.(store.Appender).Append("log", []byte(v)); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+		}
+		if err := appendAll("a1", "a2"); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Update(ctx, func(tx store.Tx) error {
+			_ = tx.(store.Appender).Append("log", []byte("rolled back"))
+			return errors.New("roll back")
+		}); err == nil {
+			t.Fatal("the failing update committed")
+		}
+		// Many concurrent appenders: each transaction reads the
+		// values already there, so its keys must come after theirs.
+		var wg sync.WaitGroup
+		errs := make(chan error, 32)
+		for i := range 32 {
+			wg.Go(func() {
+				errs <- s.Update(ctx, func(tx store.Tx) error {
+					var seen int
+					if err := tx.Scan("log", nil, nil, func(_, _ []byte) bool { seen++; return true }); err != nil {
+						return err
+					}
+					return tx.(store.Appender).Append("log", fmt.Appendf(nil, "c%02d saw %d", i, seen))
+				})
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		var keys []uint64
+		var vals []string
+		_ = s.View(ctx, func(tx store.Tx) error {
+			return tx.Scan("log", nil, nil, func(k, v []byte) bool {
+				if len(k) != 8 {
+					t.Errorf("appended key %x is not 8 bytes", k)
+				}
+				keys, vals = append(keys, binary.BigEndian.Uint64(k)), append(vals, string(v))
+				return true
+			})
+		})
+		if len(vals) != 34 || vals[0] != "a1" || vals[1] != "a2" {
+			t.Fatalf("appended values %q", vals)
+		}
+		for i, v := range vals[2:] {
+			// A transaction that saw n values committed after them, so
+			// its key comes after the first n keys.
+			var who, seen int
+			if _, err := fmt.Sscanf(v, "c%02d saw %d", &who, &seen); err != nil {
+				t.Fatalf("value %q: %v", v, err)
+			}
+			if seen > i+2 {
+				t.Fatalf("%q is stored at position %d, before values it read", v, i+2)
+			}
+		}
+		nums := map[uint64]bool{}
+		mustUpdate(t, s, func(tx store.Tx) error {
+			for range 100 {
+				n, err := tx.(store.Appender).Sequence()
+				if err != nil {
+					return err
+				}
+				if n == 0 || nums[n] {
+					return fmt.Errorf("Sequence returned %d twice or zero", n)
+				}
+				nums[n] = true
+			}
+			return nil
+		})
+	})
 }
 
 func mustUpdate(t *testing.T, s store.Store, fn func(store.Tx) error) {

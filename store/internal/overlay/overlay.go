@@ -6,6 +6,7 @@ package overlay
 
 import (
 	"bytes"
+	"errors"
 	"slices"
 
 	"github.com/switchboardhq/switchboard/store"
@@ -18,6 +19,13 @@ type Tx struct {
 	writes map[string]map[string][]byte
 	// notes are the keys passed to Notify, in order, without repeats.
 	notes []string
+	// appends are the values passed to Append, in order.
+	appends []appended
+}
+
+type appended struct {
+	table string
+	value []byte
 }
 
 var _ store.Tx = (*Tx)(nil)
@@ -111,12 +119,21 @@ func (t *Tx) Scan(table string, start, end []byte, fn func(k, v []byte) bool) er
 	return nil
 }
 
-// Exposed returns the Tx to hand a function: t itself, or, when the base
-// is a store.Prefetcher, t with a Prefetch that passes hints on — so a
-// function sees the capability exactly when it does something.
+// Exposed returns the Tx to hand a function: t itself, or t with the
+// optional capabilities of the base — a Prefetch that passes hints on
+// (store.Prefetcher), an Append buffered until Apply and a Sequence that
+// asks the base (store.Appender) — so a function sees a capability exactly
+// when it does something.
 func (t *Tx) Exposed() store.Tx {
-	if p, ok := t.base.(store.Prefetcher); ok {
+	p, isP := t.base.(store.Prefetcher)
+	a, isA := t.base.(store.Appender)
+	switch {
+	case isP && isA:
+		return prefetchAppendTx{prefetchTx{t, p}, a}
+	case isP:
 		return prefetchTx{t, p}
+	case isA:
+		return appendTx{t, a}
 	}
 	return t
 }
@@ -127,6 +144,28 @@ type prefetchTx struct {
 }
 
 func (t prefetchTx) Prefetch(table string, keys [][]byte) error { return t.p.Prefetch(table, keys) }
+
+type appendTx struct {
+	*Tx
+	a store.Appender
+}
+
+func (t appendTx) Append(table string, value []byte) error { return t.append(table, value) }
+func (t appendTx) Sequence() (uint64, error)                { return t.a.Sequence() }
+
+type prefetchAppendTx struct {
+	prefetchTx
+	a store.Appender
+}
+
+func (t prefetchAppendTx) Append(table string, value []byte) error { return t.append(table, value) }
+func (t prefetchAppendTx) Sequence() (uint64, error)                { return t.a.Sequence() }
+
+// append buffers an Append until Apply.
+func (t *Tx) append(table string, value []byte) error {
+	t.appends = append(t.appends, appended{table, bytes.Clone(value)})
+	return nil
+}
 
 // Notify buffers a notification (see store.Notifier) until Apply.
 func (t *Tx) Notify(key string) {
@@ -143,8 +182,9 @@ type Owner interface {
 	PutOwned(table string, key, value []byte) error
 }
 
-// Apply writes the buffered writes to dst, in table and key order, and
-// passes the buffered notifications on if dst is a store.Notifier. The
+// Apply writes the buffered writes to dst, in table and key order, passes
+// the buffered notifications on if dst is a store.Notifier, and the
+// buffered appends, in order, to dst's Append. The
 // overlay must not be used after Apply.
 func (t *Tx) Apply(dst store.Tx) error {
 	put := dst.Put
@@ -154,6 +194,17 @@ func (t *Tx) Apply(dst store.Tx) error {
 	if n, ok := dst.(store.Notifier); ok {
 		for _, k := range t.notes {
 			n.Notify(k)
+		}
+	}
+	if len(t.appends) > 0 {
+		a, ok := dst.(store.Appender)
+		if !ok {
+			return errors.New("overlay: Append on a transaction that cannot append")
+		}
+		for _, w := range t.appends {
+			if err := a.Append(w.table, w.value); err != nil {
+				return err
+			}
 		}
 	}
 	tables := make([]string, 0, len(t.writes))
