@@ -1,17 +1,27 @@
 package switchboard_test
 
 import (
+	"context"
+	"encoding/base64"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/gowebpki/jcs"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/mod/sumdb/note"
+	"golang.org/x/mod/sumdb/tlog"
 
 	sb "github.com/switchboardhq/switchboard"
 	"github.com/switchboardhq/switchboard/store"
+	"github.com/switchboardhq/switchboard/store/memory"
 )
 
 // auditFlow writes a mix of events and returns them.
@@ -32,84 +42,523 @@ func auditFlow(t *testing.T, h *harness) []sb.Event {
 	return evs
 }
 
-func rawEvent(t *testing.T, h *harness, seq uint64, fn func(tx store.Tx, k []byte) error) {
+// withLogKey replaces h.sb with one that signs checkpoints, and returns the
+// log's public key.
+func withLogKey(t *testing.T, h *harness, cfg ...func(*sb.Config)) string {
 	t.Helper()
-	k := binary.BigEndian.AppendUint64(nil, seq)
-	require.NoError(t, h.st.Update(ctx, func(tx store.Tx) error { return fn(tx, k) }))
+	skey, vkey, err := sb.NewLogKey("audit.example/log")
+	require.NoError(t, err)
+	h.withConfig(t, nil, func(c *sb.Config) {
+		c.LogKey = skey
+		for _, f := range cfg {
+			f(c)
+		}
+	})
+	require.Equal(t, vkey, h.sb.LogVerifierKey())
+	return vkey
 }
 
-// The audit log is numbered without gaps, in its own sequence, and chained:
-// VerifyAudit finds an event edited, deleted or cut off through the raw
-// store, and names it.
-func TestTheAuditLogIsAChain(t *testing.T) {
+// raw reads and writes the store underneath the Switchboard, as someone
+// with access to its files would.
+func raw(t *testing.T, h *harness, fn func(tx store.Tx) error) {
+	t.Helper()
+	require.NoError(t, h.st.Update(ctx, fn))
+}
+
+func be64(n uint64) []byte { return binary.BigEndian.AppendUint64(nil, n) }
+
+func requireBroken(t *testing.T, h *harness, seq uint64, reason string, kept ...sb.Checkpoint) {
+	t.Helper()
+	_, err := h.sb.VerifyAudit(ctx, kept...)
+	require.ErrorIs(t, err, sb.ErrAuditBroken)
+	var ae *sb.AuditError
+	require.True(t, errors.As(err, &ae))
+	assert.Equal(t, seq, ae.Seq, ae.Reason)
+	assert.Contains(t, ae.Reason, reason)
+}
+
+// The audit log is numbered without gaps and is a Merkle tree: VerifyAudit
+// rebuilds the tree from the events and finds, by position, an event
+// edited, deleted or renumbered, a tree hash changed, and — against a
+// checkpoint — a tail cut off with the log's state rewritten to match.
+func TestTheAuditLogIsAMerkleTree(t *testing.T) {
 	eachBackend(t, func(t *testing.T, h *harness) {
+		withLogKey(t, h)
 		evs := auditFlow(t, h)
 		require.Greater(t, len(evs), 10)
 		for i, e := range evs {
 			require.Equal(t, uint64(i+1), e.Seq, "gapless")
-			if i > 0 {
-				assert.NotEmpty(t, e.Prev)
-			}
 		}
+		last := uint64(len(evs))
 		rep, err := h.sb.VerifyAudit(ctx)
 		require.NoError(t, err)
-		assert.Equal(t, sb.AuditReport{First: 1, Last: uint64(len(evs)), Events: uint64(len(evs))}, rep)
+		assert.Equal(t, uint64(1), rep.First)
+		assert.Equal(t, last, rep.Last)
+		assert.Equal(t, last, rep.Events)
+		assert.Equal(t, last, rep.TreeSize)
+		assert.Nil(t, rep.Checkpoint, "nothing signed yet")
 
-		broken := func(seq uint64, reason string) {
-			t.Helper()
-			_, err := h.sb.VerifyAudit(ctx)
-			require.ErrorIs(t, err, sb.ErrAuditBroken)
-			var ae *sb.AuditError
-			require.True(t, errors.As(err, &ae))
-			assert.Equal(t, seq, ae.Seq, ae.Reason)
-			assert.Contains(t, ae.Reason, reason)
-		}
-		// tamper changes event seq through the raw store and returns what
-		// puts it back.
-		tamper := func(seq uint64, change func(tx store.Tx, k, v []byte) error) (restore func()) {
+		cp, err := h.sb.Checkpoint(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, last, cp.Size)
+		assert.Equal(t, rep.Root, cp.Root, "the checkpoint states the root VerifyAudit rebuilds")
+		rep, err = h.sb.VerifyAudit(ctx)
+		require.NoError(t, err)
+		require.NotNil(t, rep.Checkpoint)
+		assert.Equal(t, cp.Note, rep.Checkpoint.Note)
+
+		// tamper changes a raw record and returns what puts it back.
+		tamper := func(table string, key []byte, change func(v []byte) []byte) (restore func()) {
 			var orig []byte
-			rawEvent(t, h, seq, func(tx store.Tx, k []byte) error {
-				v, err := tx.Get("events", k)
+			raw(t, h, func(tx store.Tx) error {
+				v, err := tx.Get(table, key)
 				if err != nil {
 					return err
 				}
 				orig = append([]byte(nil), v...)
-				return change(tx, k, v)
+				if nv := change(v); nv != nil {
+					return tx.Put(table, key, nv)
+				}
+				return tx.Delete(table, key)
 			})
-			return func() {
-				rawEvent(t, h, seq, func(tx store.Tx, k []byte) error { return tx.Put("events", k, orig) })
+			return func() { raw(t, h, func(tx store.Tx) error { return tx.Put(table, key, orig) }) }
+		}
+		replace := func(old, new string) func([]byte) []byte {
+			return func(v []byte) []byte {
+				require.Contains(t, string(v), old)
+				return []byte(strings.Replace(string(v), old, new, 1))
 			}
 		}
-		edit := func(seq uint64) func() {
-			return tamper(seq, func(tx store.Tx, k, v []byte) error {
-				return tx.Put("events", k, []byte(strings.Replace(string(v), `"actor":"`, `"actor":"x`, 1)))
-			})
-		}
-		del := func(seq uint64) func() {
-			return tamper(seq, func(tx store.Tx, k, _ []byte) error { return tx.Delete("events", k) })
-		}
-		last := uint64(len(evs))
+		restore := tamper("events", be64(5), replace(`"actor":"`, `"actor":"x`))
+		requireBroken(t, h, 5, "does not hash to its leaf")
+		restore()
+		restore = tamper("events", be64(5), func([]byte) []byte { return nil })
+		requireBroken(t, h, 5, "missing")
+		restore()
+		// An event renumbered is reported where it is stored, not where
+		// its altered number points.
+		restore = tamper("events", be64(5), replace(`"seq":5,`, `"seq":7,`))
+		requireBroken(t, h, 5, "names seq 7")
+		restore()
+		restore = tamper("events", be64(5), replace(`{"actor"`, `{ "actor"`))
+		requireBroken(t, h, 5, "canonical")
+		restore()
+		// The tree's hashes are stored after the event that adds them:
+		// event 6 (leaf 5) adds its leaf hash and the hash of the subtree
+		// over leaves 4 and 5 (events 5 and 6), last in its record.
+		restore = tamper("events", be64(6), func(v []byte) []byte { v[len(v)-1] ^= 1; return v })
+		requireBroken(t, h, 5, "tree hash over events 5 to 6")
+		restore()
+		// An edited event (5, leaf 4: one hash, its own) with its leaf
+		// hash rewritten to match: the tree above it still differs.
+		restore = tamper("events", be64(5), func(v []byte) []byte {
+			leaf := []byte(strings.Replace(string(v[:len(v)-32]), `"actor":"`, `"actor":"x`, 1))
+			lh := tlog.RecordHash(leaf)
+			return append(leaf, lh[:]...)
+		})
+		requireBroken(t, h, 5, "tree hash over events 5 to 6")
+		restore()
+		restore = tamper("events", be64(5), func(v []byte) []byte { return v[:len(v)-1] })
+		requireBroken(t, h, 5, "does not decode")
+		restore()
 
-		restore := edit(5)
-		broken(5, "does not hash")
-		restore()
-		restore = del(5)
-		broken(5, "missing")
-		restore()
-		restore = edit(last)
-		broken(last, "head")
-		restore()
-		restore = del(last)
-		broken(last, "head names")
+		// A signed checkpoint changed by a byte no longer verifies.
+		restore = tamper("meta", []byte("checkpoint"), func(v []byte) []byte {
+			return []byte(strings.Replace(string(v), "\n"+strconv.FormatUint(last, 10)+"\n", "\n"+strconv.FormatUint(last+1, 10)+"\n", 1))
+		})
+		requireBroken(t, h, 0, "signature")
 		restore()
 		_, err = h.sb.VerifyAudit(ctx)
 		require.NoError(t, err, "restored")
 
-		// New events go on linking after a verified log.
+		// Cut the last three events, their tree hashes and the log's
+		// state to match: the stored checkpoint, signed before, sees it.
+		var state []byte
+		raw(t, h, func(tx store.Tx) error { var err error; state, err = tx.Get("meta", []byte("log")); return err })
+		cut := func() {
+			raw(t, h, func(tx store.Tx) error {
+				for seq := last - 2; seq <= last; seq++ {
+					if err := tx.Delete("events", be64(seq)); err != nil {
+						return err
+					}
+				}
+				st := append([]byte(nil), state...)
+				binary.BigEndian.PutUint64(st, last-3)
+				return tx.Put("meta", []byte("log"), st)
+			})
+		}
+		recordsBefore := map[string][]byte{}
+		raw(t, h, func(tx store.Tx) error {
+			return tx.Scan("events", nil, nil, func(k, v []byte) bool { recordsBefore[string(k)] = v; return true })
+		})
+		var storedCP []byte
+		raw(t, h, func(tx store.Tx) error {
+			var err error
+			storedCP, err = tx.Get("meta", []byte("checkpoint"))
+			return err
+		})
+		uncut := func() {
+			raw(t, h, func(tx store.Tx) error {
+				for k, v := range recordsBefore {
+					if err := tx.Put("events", []byte(k), v); err != nil {
+						return err
+					}
+				}
+				if err := tx.Put("meta", []byte("checkpoint"), storedCP); err != nil {
+					return err
+				}
+				return tx.Put("meta", []byte("log"), state)
+			})
+		}
+		cut()
+		requireBroken(t, h, last-2, "cut from its end")
+		// With the stored checkpoint removed too, only a checkpoint kept
+		// outside the store can tell — and it does.
+		raw(t, h, func(tx store.Tx) error { return tx.Delete("meta", []byte("checkpoint")) })
+		_, err = h.sb.VerifyAudit(ctx)
+		require.NoError(t, err, "a log cut with its state rewritten is consistent with itself")
+		requireBroken(t, h, last-2, "cut from its end", cp)
+		uncut()
+		_, err = h.sb.VerifyAudit(ctx, cp)
+		require.NoError(t, err, "restored")
+
+		// New events go on after a verified log, and a checkpoint kept
+		// from before still verifies against the grown log.
 		_, _, err = h.sb.Vend(ctx, h.bob, sb.VendRequest{Agent: "bob-desk", Scope: scope("inbox", sb.VerbList)})
 		require.NoError(t, err)
-		rep, err = h.sb.VerifyAudit(ctx)
+		rep, err = h.sb.VerifyAudit(ctx, cp)
 		require.NoError(t, err)
 		assert.Equal(t, last+1, rep.Last)
+		// A kept checkpoint that does not verify is refused, not ignored.
+		requireBroken(t, h, 0, "signature", sb.Checkpoint{Origin: cp.Origin, Size: cp.Size, Root: cp.Root, Note: append([]byte("x"), cp.Note...)})
+	})
+}
+
+// Proofs verify with the library's functions and with tlog and note
+// directly — a third party needs only the public key, the checkpoint, the
+// proof and the event — and tampered ones do not.
+func TestAuditProofs(t *testing.T) {
+	eachBackend(t, func(t *testing.T, h *harness) {
+		vkey := withLogKey(t, h)
+		evs := auditFlow(t, h)
+		cp1, err := h.sb.Checkpoint(ctx)
+		require.NoError(t, err)
+		again, err := h.sb.Checkpoint(ctx)
+		require.NoError(t, err)
+		require.Equal(t, cp1.Note, again.Note, "the log did not grow: the same checkpoint")
+
+		opened, err := sb.OpenCheckpoint(cp1.Note, vkey)
+		require.NoError(t, err)
+		require.Equal(t, cp1, opened)
+		_, other, err := sb.NewLogKey("audit.example/log")
+		require.NoError(t, err)
+		_, err = sb.OpenCheckpoint(cp1.Note, other)
+		require.ErrorIs(t, err, sb.ErrProof, "signed by another key")
+
+		// Outside the library: note verifies the signature, the text is
+		// the C2SP checkpoint, tlog checks the proof of each event.
+		v, err := note.NewVerifier(vkey)
+		require.NoError(t, err)
+		n, err := note.Open(cp1.Note, note.VerifierList(v))
+		require.NoError(t, err)
+		lines := strings.Split(n.Text, "\n")
+		require.Len(t, lines, 4)
+		require.Equal(t, "audit.example/log", lines[0])
+		size, err := strconv.ParseInt(lines[1], 10, 64)
+		require.NoError(t, err)
+		require.Equal(t, int64(len(evs)), size)
+		rootBytes, err := base64.StdEncoding.DecodeString(lines[2])
+		require.NoError(t, err)
+		var root tlog.Hash
+		copy(root[:], rootBytes)
+		for _, e := range evs {
+			p, err := h.sb.ProveEvent(ctx, e.Seq, cp1.Size)
+			require.NoError(t, err)
+			require.Equal(t, e.Seq-1, p.Index)
+			require.NoError(t, tlog.CheckRecord(p.Hashes, size, root, int64(e.Seq-1), tlog.RecordHash(sb.EventLeaf(e))), "event %d", e.Seq)
+			got, err := sb.VerifyInclusion(opened, p)
+			require.NoError(t, err)
+			require.Equal(t, e, got)
+		}
+
+		// The log grows; the older checkpoint is a prefix of the newer.
+		_, _, err = h.sb.Vend(ctx, h.bob, sb.VendRequest{Agent: "bob-desk", Scope: scope("inbox", sb.VerbList)})
+		require.NoError(t, err)
+		cp2, err := h.sb.Checkpoint(ctx)
+		require.NoError(t, err)
+		require.Equal(t, cp1.Size+1, cp2.Size)
+		cons, err := h.sb.ProveConsistency(ctx, cp1.Size, cp2.Size)
+		require.NoError(t, err)
+		require.NoError(t, sb.VerifyConsistency(cp1, cp2, cons))
+		require.NoError(t, tlog.CheckTree(cons.Hashes, int64(cp2.Size), cp2.Root, int64(cp1.Size), cp1.Root))
+		// A proof against the old checkpoint still holds for old events.
+		p, err := h.sb.ProveEvent(ctx, 3, cp1.Size)
+		require.NoError(t, err)
+		_, err = sb.VerifyInclusion(cp1, p)
+		require.NoError(t, err)
+
+		// Tampered proofs, leaves and checkpoints fail.
+		bad := p
+		bad.Hashes = append([]tlog.Hash(nil), p.Hashes...)
+		bad.Hashes[0][0] ^= 1
+		_, err = sb.VerifyInclusion(cp1, bad)
+		require.ErrorIs(t, err, sb.ErrProof)
+		bad = p
+		bad.Leaf = []byte(strings.Replace(string(p.Leaf), `"seq":3`, `"seq":4`, 1))
+		_, err = sb.VerifyInclusion(cp1, bad)
+		require.ErrorIs(t, err, sb.ErrProof)
+		bad = p
+		bad.Index++
+		_, err = sb.VerifyInclusion(cp1, bad)
+		require.ErrorIs(t, err, sb.ErrProof)
+		_, err = sb.VerifyInclusion(cp2, p)
+		require.ErrorIs(t, err, sb.ErrProof, "a proof for another tree size")
+		badCons := cons
+		badCons.Hashes = append([]tlog.Hash(nil), cons.Hashes...)
+		badCons.Hashes[len(badCons.Hashes)-1][3] ^= 1
+		require.ErrorIs(t, sb.VerifyConsistency(cp1, cp2, badCons), sb.ErrProof)
+		forged := cp2
+		forged.Root[0] ^= 1
+		require.ErrorIs(t, sb.VerifyConsistency(cp1, forged, cons), sb.ErrProof)
+
+		// Bad requests.
+		_, err = h.sb.ProveEvent(ctx, cp2.Size+1, 0)
+		require.ErrorIs(t, err, sb.ErrNotFound)
+		_, err = h.sb.ProveEvent(ctx, 1, cp2.Size+5)
+		require.ErrorIs(t, err, sb.ErrInvalidArgument)
+		_, err = h.sb.ProveConsistency(ctx, 0, cp2.Size)
+		require.ErrorIs(t, err, sb.ErrInvalidArgument)
+	})
+}
+
+// Without Config.LogKey the log is still a tree that proofs cover, but
+// nothing is signed; a malformed key is refused by New.
+func TestAuditLogWithoutKey(t *testing.T) {
+	h := newHarness(t, memory.New())
+	auditFlow(t, h)
+	_, err := h.sb.Checkpoint(ctx)
+	require.ErrorIs(t, err, sb.ErrNoLogKey)
+	require.Empty(t, h.sb.LogVerifierKey())
+	p, err := h.sb.ProveEvent(ctx, 2, 0)
+	require.NoError(t, err)
+	rep, err := h.sb.VerifyAudit(ctx)
+	require.NoError(t, err)
+	require.NoError(t, tlog.CheckRecord(p.Hashes, int64(rep.TreeSize), rep.Root, 1, tlog.RecordHash(p.Leaf)))
+	for _, bad := range []string{"x", "PRIVATE+KEY+a+00000000+AAAA"} {
+		_, err := sb.New(h.st, &sb.Config{LogKey: bad})
+		require.ErrorIs(t, err, sb.ErrInvalidArgument, bad)
+	}
+}
+
+// EventLeaf is RFC 8785 (JCS) of the event's JSON: what any language with
+// a JCS library computes from the event.
+func TestEventLeafIsJCS(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	pieces := []string{"", "a", "bob-desk", "<script>&", `"q"`, `\`, "\x00", "\x1f", "\t\n\r\b\f", "\x7f", "é", "日本", "\u2028", "😀", "\xff", "a\xc3"}
+	str := func() string {
+		var b strings.Builder
+		for range rng.IntN(4) {
+			b.WriteString(pieces[rng.IntN(len(pieces))])
+		}
+		return b.String()
+	}
+	for i := range 2000 {
+		e := sb.Event{Seq: rng.Uint64N(1 << 53), At: time.Unix(rng.Int64N(4e9), rng.Int64N(1e9)).UTC(),
+			Type: sb.EventType(str()), Actor: str(), Persona: str(), Edge: str(), Grant: str(), Todo: str(), Queue: str(), Detail: str()}
+		leaf := sb.EventLeaf(e)
+		js, err := json.Marshal(e)
+		require.NoError(t, err)
+		want, err := jcs.Transform(js)
+		require.NoError(t, err)
+		require.Equal(t, string(want), string(leaf), "event %d: %#v", i, e)
+	}
+}
+
+// A store of layout 3 (a hash chain, its first 12 events purged) opens with
+// its history: the chain is checked once and its events become the tree's
+// first leaves, keeping their seqs; the log goes on after them.
+func TestUpgradeFromV3(t *testing.T) {
+	var fx struct {
+		Friend  sb.Credential `json:"friend"`
+		Worker  sb.Credential `json:"worker"`
+		Written time.Time     `json:"written"`
+		First   uint64        `json:"first"`
+		Last    uint64        `json:"last"`
+		NewTodo string        `json:"new_todo"`
+		Events  []sb.Event    `json:"events"`
+	}
+	st := openFixture(t, "v3.db", &fx)
+	skey, vkey, err := sb.NewLogKey("upgrade.example/log")
+	require.NoError(t, err)
+	s, err := sb.New(st, &sb.Config{Clock: &clock{t: fx.Written.Add(time.Minute)}, LogKey: skey})
+	require.NoError(t, err)
+	evs, err := s.Events(ctx, 0, 100)
+	require.NoError(t, err)
+	require.Equal(t, fx.Events, evs, "the kept events, unchanged")
+	off, err := s.LogOffset(ctx)
+	require.NoError(t, err)
+	require.Equal(t, fx.First-1, off, "events purged before the upgrade are not in the tree")
+	rep, err := s.VerifyAudit(ctx)
+	require.NoError(t, err)
+	require.Equal(t, fx.First, rep.First)
+	require.Equal(t, fx.Last, rep.Last)
+	require.Equal(t, fx.Last-off, rep.TreeSize)
+
+	again, created, err := s.CreateFor(ctx, fx.Friend, "inbox", sb.NewTodo{Kind: "k", DedupKey: "d1"})
+	require.NoError(t, err)
+	require.False(t, created)
+	require.Equal(t, fx.NewTodo, again.ID)
+	td, created, err := s.CreateFor(ctx, fx.Friend, "inbox", sb.NewTodo{Kind: "k", Title: "after"})
+	require.NoError(t, err)
+	require.True(t, created)
+	all, err := s.List(ctx, fx.Worker, "inbox", nil)
+	require.NoError(t, err)
+	require.Equal(t, td.ID, all[len(all)-1].ID, "a new todo comes after every todo written before the upgrade")
+	evs, err = s.Events(ctx, fx.Last, 10)
+	require.NoError(t, err)
+	require.Equal(t, fx.Last+1, evs[0].Seq, "the log goes on from the chain's last event")
+
+	cp, err := s.Checkpoint(ctx)
+	require.NoError(t, err)
+	cp, err = sb.OpenCheckpoint(cp.Note, vkey)
+	require.NoError(t, err)
+	p, err := s.ProveEvent(ctx, fx.First, 0)
+	require.NoError(t, err)
+	require.Equal(t, uint64(0), p.Index, "the first kept event is the tree's first leaf")
+	got, err := sb.VerifyInclusion(cp, p)
+	require.NoError(t, err)
+	require.Equal(t, fx.Events[0], got)
+	_, err = s.ProveEvent(ctx, fx.First-1, 0)
+	require.ErrorIs(t, err, sb.ErrNotFound)
+}
+
+// A layout-3 store whose chain does not verify is not upgraded: New names
+// the broken link and changes nothing.
+func TestUpgradeRefusesABrokenChain(t *testing.T) {
+	var fx struct {
+		First uint64 `json:"first"`
+	}
+	st := openFixture(t, "v3.db", &fx)
+	require.NoError(t, st.Update(ctx, func(tx store.Tx) error {
+		v, err := tx.Get("events", be64(fx.First+1))
+		if err != nil {
+			return err
+		}
+		return tx.Put("events", be64(fx.First+1), []byte(strings.Replace(string(v), `"actor":"`, `"actor":"x`, 1)))
+	}))
+	_, err := sb.New(st, nil)
+	require.ErrorIs(t, err, sb.ErrAuditBroken)
+	require.ErrorContains(t, err, fmt.Sprintf("at event %d", fx.First+2), "the link after the edited event breaks")
+	_, err = sb.New(st, nil)
+	require.ErrorIs(t, err, sb.ErrAuditBroken, "still refused: nothing was changed")
+}
+
+// memHashes is a tree built in memory from leaves, as an auditor holding
+// the archive builds it: tlog's stored hashes in a map.
+type memHashes map[int64]tlog.Hash
+
+func (m memHashes) ReadHashes(idx []int64) ([]tlog.Hash, error) {
+	out := make([]tlog.Hash, len(idx))
+	for i, x := range idx {
+		h, ok := m[x]
+		if !ok {
+			return nil, fmt.Errorf("no hash %d", x)
+		}
+		out[i] = h
+	}
+	return out, nil
+}
+
+func (m memHashes) add(t *testing.T, n int64, leaf []byte) {
+	hs, err := tlog.StoredHashes(n, leaf, m)
+	require.NoError(t, err)
+	for j, h := range hs {
+		m[tlog.StoredHashIndex(0, n)+int64(j)] = h
+	}
+}
+
+// Retention purges the oldest events in runs of any length; the log keeps
+// only the few tree hashes that proofs about the kept events need, every
+// proof about a kept event still verifies, and an auditor holding the
+// archive rebuilds the whole tree — and proves a purged event — from it.
+func TestAuditRetentionKeepsProofs(t *testing.T) {
+	eachBackend(t, func(t *testing.T, h *harness) {
+		var archived []sb.Event
+		vkey := withLogKey(t, h, func(c *sb.Config) {
+			c.EventRetention = time.Hour
+			c.Archive = func(_ context.Context, evs []sb.Event) error { archived = append(archived, evs...); return nil }
+		})
+		friend, _, _ := queueSetup(t, h)
+		start := h.clock.Now()
+		for range 40 {
+			h.clock.Advance(time.Minute)
+			_, _, err := h.sb.CreateFor(ctx, friend, "inbox", sb.NewTodo{Kind: "k"})
+			require.NoError(t, err)
+		}
+		var kept []sb.Checkpoint
+		for _, upTo := range []int{3, 4, 9, 17, 18, 31, 32, 39} {
+			// Events up to minute upTo pass their retention.
+			h.clock.Advance(start.Add(time.Hour + time.Duration(upTo)*time.Minute + time.Second).Sub(h.clock.Now()))
+			_, _, err := h.sb.CreateFor(ctx, friend, "inbox", sb.NewTodo{Kind: "recent"})
+			require.NoError(t, err)
+			_, err = h.sb.Reap(ctx)
+			require.NoError(t, err)
+			cp, err := h.sb.Checkpoint(ctx)
+			require.NoError(t, err)
+			kept = append(kept, cp)
+
+			evs, err := h.sb.Events(ctx, 0, 1000)
+			require.NoError(t, err)
+			first := evs[0].Seq
+			require.Equal(t, uint64(len(archived))+1, first, "purged a prefix, archived in order")
+			for i, e := range archived {
+				require.Equal(t, uint64(i+1), e.Seq)
+			}
+			rep, err := h.sb.VerifyAudit(ctx)
+			require.NoError(t, err)
+			require.Equal(t, first, rep.First)
+			var hashRows int
+			raw(t, h, func(tx store.Tx) error {
+				return tx.Scan("log_hashes", nil, nil, func(_, _ []byte) bool { hashRows++; return true })
+			})
+			require.LessOrEqual(t, hashRows, 6, "only the frontier of %d purged events", first-1)
+
+			for _, e := range evs {
+				p, err := h.sb.ProveEvent(ctx, e.Seq, cp.Size)
+				require.NoError(t, err, "event %d", e.Seq)
+				_, err = sb.VerifyInclusion(cp, p)
+				require.NoError(t, err)
+			}
+			_, err = h.sb.ProveEvent(ctx, first-1, cp.Size)
+			require.ErrorIs(t, err, sb.ErrEventPurged)
+			// Consistency from every checkpoint kept since the events it
+			// needs were purged... and from those that are not.
+			for _, old := range kept {
+				p, err := h.sb.ProveConsistency(ctx, old.Size, cp.Size)
+				if err != nil {
+					require.ErrorIs(t, err, sb.ErrEventPurged)
+					continue
+				}
+				require.NoError(t, sb.VerifyConsistency(old, cp, p))
+			}
+
+			// The auditor: archive + kept events rebuild the tree the
+			// checkpoint signs, and prove a purged event.
+			tree := memHashes{}
+			all := append(append([]sb.Event(nil), archived...), evs...)
+			for i, e := range all {
+				tree.add(t, int64(i), sb.EventLeaf(e))
+			}
+			root, err := tlog.TreeHash(int64(len(all)), tree)
+			require.NoError(t, err)
+			require.Equal(t, cp.Root, root)
+			opened, err := sb.OpenCheckpoint(cp.Note, vkey)
+			require.NoError(t, err)
+			proof, err := tlog.ProveRecord(int64(opened.Size), 0, tree)
+			require.NoError(t, err)
+			got, err := sb.VerifyInclusion(opened, sb.InclusionProof{Index: 0, TreeSize: opened.Size, Leaf: sb.EventLeaf(archived[0]), Hashes: proof})
+			require.NoError(t, err)
+			require.Equal(t, archived[0], got)
+		}
 	})
 }

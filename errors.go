@@ -74,6 +74,14 @@ func cardErr(err error) error {
 	return err
 }
 
+// wrapErr prefixes err with the package and the operation; nil stays nil.
+func wrapErr(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("switchboard: %s: %w", op, err)
+}
+
 func notFound(what string) error { return fmt.Errorf("%w: %s", ErrNotFound, what) }
 
 // RetryError is a refusal that may succeed later: it wraps ErrQuotaExceeded

@@ -1,18 +1,17 @@
-// The audit log: events written in the same transaction as the change they
-// record, numbered without gaps and chained by hash, and VerifyAudit, which
-// walks the chain.
+// Audit events: what each state change records, how a transaction emits
+// them, Events, and VerifyAudit, which rebuilds the log's tree and checks it.
 
 package switchboard
 
 import (
+	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/base64"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
+
+	"golang.org/x/mod/sumdb/tlog"
 
 	"github.com/switchboardhq/switchboard/store"
 )
@@ -46,11 +45,13 @@ const (
 	EventTodoDead         EventType = "todo.dead"
 )
 
-// Event is one append-only audit record, written in the same transaction as
-// the change it records. It names who acted and which records changed; it
-// never holds a credential or token.
+// Event is one append-only audit record, committed in the same
+// transaction as the change it records and then sequenced into the audit
+// log, a Merkle tree (see Checkpoint). It names who acted and which records
+// changed; it never holds a credential or token. Its stored form, which is
+// also its leaf in the tree, is EventLeaf.
 type Event struct {
-	Seq     uint64    `json:"seq"`               // position in the audit log, from 1
+	Seq     uint64    `json:"seq"`               // position in the audit log, from 1, without gaps
 	At      time.Time `json:"at"`                // commit time, on Config.Clock
 	Type    EventType `json:"type"`              // what happened
 	Actor   string    `json:"actor"`             // "human:<issuer>#<subject>", "agent:<persona id>" or "system"
@@ -60,9 +61,6 @@ type Event struct {
 	Todo    string    `json:"todo,omitempty"`    // the todo concerned, if any
 	Queue   string    `json:"queue,omitempty"`   // the todo's queue: a QueueAddress or ApprovalsAddress
 	Detail  string    `json:"detail,omitempty"`  // a short reason or the other party
-	// Prev is the base64url SHA-256 of the previous event's stored record
-	// (empty for the first): the link VerifyAudit checks.
-	Prev string `json:"prev,omitempty"`
 }
 
 func humanActor(h Human) string   { return "human:" + h.Issuer + "#" + h.Subject }
@@ -70,74 +68,34 @@ func agentActor(id string) string { return "agent:" + id }
 
 const systemActor = "system"
 
-// auditHeadKey is the tMeta key of the chain's head: the last event's seq
-// (8 bytes) and the SHA-256 of its stored record (32 bytes).
-const auditHeadKey = "audit_head"
-
-// auditHead returns the seq and record hash of the last event, read once
-// per transaction.
-func (t *txn) auditHead() (uint64, []byte, error) {
-	if t.headRead {
-		return t.head, t.headHash, nil
-	}
-	b, err := t.tx.Get(tMeta, []byte(auditHeadKey))
-	switch {
-	case err == nil && len(b) == 8+sha256.Size:
-		t.head, t.headHash = binary.BigEndian.Uint64(b), b[8:]
-	case err == nil:
-		return 0, nil, fmt.Errorf("switchboard: audit head is %d bytes, want %d", len(b), 8+sha256.Size)
-	case errors.Is(err, store.ErrNotFound):
-		t.head, t.headHash = 0, nil
-	default:
-		return 0, nil, err
-	}
-	t.headRead = true
-	return t.head, t.headHash, nil
-}
-
-// nextSeq is the seq the next event of this transaction will get. It is
-// also the store-wide creation order of todos: a todo takes the seq of the
-// todo.created event that records it, so creating one needs no counter of
-// its own.
-func (t *txn) nextSeq() (uint64, error) {
-	seq, _, err := t.auditHead()
-	return seq + 1, err
-}
-
-// emit appends e to the audit log inside the current transaction: the next
-// seq of the log's own counter (no gaps), linked to the previous event by
-// its hash.
+// emit records e as part of the current transaction. Events reach the log
+// when the transaction ends (flushEvents), in the order they were emitted,
+// so each record's events follow the order of its changes.
 func (t *txn) emit(e Event) error {
-	seq, prev, err := t.auditHead()
-	if err != nil {
-		return err
-	}
-	e.Seq, e.At = seq+1, t.now
-	if prev != nil {
-		e.Prev = base64.RawURLEncoding.EncodeToString(prev)
-	}
-	b, err := json.Marshal(e)
-	if err != nil {
-		return fmt.Errorf("switchboard: encode event: %w", err)
-	}
-	if err := t.tx.Put(tEvents, []byte(be64(e.Seq)), b); err != nil {
-		return err
-	}
-	t.emitted++
-	h := sha256.Sum256(b)
-	if err := t.tx.Put(tMeta, []byte(auditHeadKey), append(binary.BigEndian.AppendUint64(nil, e.Seq), h[:]...)); err != nil {
-		return err
-	}
-	t.head, t.headHash = e.Seq, h[:]
+	e.At = t.now
+	e.sanitize()
+	t.events = append(t.events, e)
 	return nil
+}
+
+// sanitize replaces invalid UTF-8 in e's strings, so its leaf is JSON that
+// decodes to it.
+func (e *Event) sanitize() {
+	for _, f := range []*string{&e.Actor, &e.Persona, &e.Edge, &e.Grant, &e.Todo, &e.Queue, &e.Detail} {
+		*f = validUTF8(*f)
+	}
+	e.Type = EventType(validUTF8(string(e.Type)))
 }
 
 // ErrAuditBroken is wrapped by the *AuditError VerifyAudit returns.
 var ErrAuditBroken = errors.New("audit log broken")
 
-// AuditError is the first broken link VerifyAudit found.
+// AuditError is the first damage VerifyAudit found.
 type AuditError struct {
-	Seq    uint64 // the event that was changed, is missing, or is out of place
+	// Seq is the first event position the damage concerns: the event that
+	// was changed, is missing or is out of place, or the first of the
+	// events a changed tree hash covers; 0 when no position applies.
+	Seq    uint64
 	Reason string // what does not hold
 }
 
@@ -152,78 +110,43 @@ func (e *AuditError) Unwrap() error { return ErrAuditBroken }
 type AuditReport struct {
 	First, Last uint64 // the first and last seq present; zero for an empty log
 	Events      uint64 // how many events were checked
+	// TreeSize and Root state the log as VerifyAudit recomputed it from
+	// the events: the number of events ever sequenced (purged ones
+	// included) and the Merkle tree's root hash. A Checkpoint states the
+	// same two values, signed.
+	TreeSize uint64
+	Root     tlog.Hash
+	// Checkpoint is the latest stored checkpoint, checked against the
+	// tree (nil if none was signed yet).
+	Checkpoint *Checkpoint
+	// Pending counts events committed but not yet sequenced into the log
+	// (on a store with store.Appender); they are checked once sequenced.
+	Pending uint64
 }
 
-// VerifyAudit walks the audit log from its first event — event 1, or the
-// one after the last event Reap purged, whose hash it must name — to the
-// head and checks every link: each event's key and Seq agree, seqs follow without
-// gaps, each event's Prev is the hash of the stored record before it, and
-// the head recorded with the last write names the last event and its hash —
-// so an edited, deleted, inserted or truncated event is found. It returns
+// verifyBatch is how many events VerifyAudit reads at a time.
+const verifyBatch = 512
+
+// VerifyAudit checks the audit log against itself and against checkpoints:
+// every event is stored under its position with that position as its seq,
+// in its canonical form (EventLeaf); the Merkle tree is rebuilt from the
+// events and every stored tree hash compared with the rebuilt one; no event
+// is missing, added before the log's start or after its end; and the
+// rebuilt tree extends the latest checkpoint stored by Checkpoint (its
+// signature checked with Config.LogKey's public key) and every checkpoint
+// in kept — checkpoints a human or auditor kept earlier, which no one who
+// can write the store can forge. A log cut short and its state rewritten
+// to match is caught by any checkpoint signed before the cut. It returns
 // what it checked, or an *AuditError (wrapping ErrAuditBroken) naming the
-// first broken link. It reads the whole log in one read transaction.
-func (s *Switchboard) VerifyAudit(ctx context.Context) (AuditReport, error) {
+// first position found damaged. It reads the whole log in one read
+// transaction; events purged by retention are not read (their tree hashes
+// that later proofs need are kept).
+func (s *Switchboard) VerifyAudit(ctx context.Context, kept ...Checkpoint) (AuditReport, error) {
 	var rep AuditReport
 	err := s.view(ctx, func(t *txn) error {
-		rep = AuditReport{}
-		headSeq, headHash, err := t.auditHead()
-		if err != nil {
-			return err
-		}
-		// The chain starts at event 1, or after the last purged event,
-		// whose hash the first kept one must name.
-		baseSeq, baseHash, err := t.auditBase()
-		if err != nil {
-			return err
-		}
-		var (
-			prevSeq  = baseSeq
-			prevHash = baseHash
-			broken   *AuditError
-			derr     error
-		)
-		err = t.tx.Scan(tEvents, nil, nil, func(k, v []byte) bool {
-			var e Event
-			if derr = json.Unmarshal(v, &e); derr != nil {
-				broken, derr = &AuditError{Seq: prevSeq + 1, Reason: "record does not decode"}, nil
-				return false
-			}
-			switch {
-			case len(k) != 8 || binary.BigEndian.Uint64(k) != e.Seq:
-				broken = &AuditError{Seq: e.Seq, Reason: "stored under another seq"}
-			case e.Seq != prevSeq+1:
-				broken = &AuditError{Seq: prevSeq + 1, Reason: fmt.Sprintf("missing: event %d follows event %d", e.Seq, prevSeq)}
-			case e.Prev != base64.RawURLEncoding.EncodeToString(prevHash):
-				broken = &AuditError{Seq: prevSeq, Reason: fmt.Sprintf("its record does not hash to what event %d recorded", e.Seq)}
-			}
-			if broken != nil {
-				return false
-			}
-			if rep.Events == 0 {
-				rep.First = e.Seq
-			}
-			h := sha256.Sum256(v)
-			prevSeq, prevHash = e.Seq, h[:]
-			rep.Events++
-			rep.Last = e.Seq
-			return true
-		})
-		if err != nil {
-			return err
-		}
-		if derr != nil {
-			return derr
-		}
-		if broken != nil {
-			return broken
-		}
-		switch {
-		case headSeq != rep.Last:
-			return &AuditError{Seq: max(headSeq, rep.Last), Reason: fmt.Sprintf("the head names event %d, the log ends at %d", headSeq, rep.Last)}
-		case rep.Events > 0 && string(headHash) != string(prevHash):
-			return &AuditError{Seq: rep.Last, Reason: "its record does not hash to what the head recorded"}
-		}
-		return nil
+		var err error
+		rep, err = s.verifyAudit(t, kept)
+		return err
 	})
 	if err != nil {
 		var ae *AuditError
@@ -235,6 +158,206 @@ func (s *Switchboard) VerifyAudit(ctx context.Context) (AuditReport, error) {
 	return rep, nil
 }
 
+func (s *Switchboard) verifyAudit(t *txn, kept []Checkpoint) (AuditReport, error) {
+	var rep AuditReport
+	st, err := t.logState()
+	if err != nil {
+		return rep, err
+	}
+	rep.TreeSize = st.Size
+	seqOf := func(n uint64) uint64 { return st.Offset + n + 1 }
+	if st.Purged > st.Size {
+		return rep, &AuditError{Seq: seqOf(st.Size), Reason: fmt.Sprintf("the log's state says %d events were purged of %d", st.Purged, st.Size)}
+	}
+
+	// No event may sit before the log's first kept position.
+	var early []byte
+	if err := t.tx.Scan(tEvents, nil, be64b(seqOf(st.Purged)), func(k, _ []byte) bool { early = k; return false }); err != nil {
+		return rep, err
+	}
+	if early != nil {
+		return rep, &AuditError{Seq: keySeq(early), Reason: "an event is stored before the log's first kept event"}
+	}
+
+	// The rebuild starts from the tree hashes kept for the purged events.
+	fr := newFrontier()
+	if st.Purged > 0 {
+		idx := frontierIndexes(st.Purged)
+		hs, err := t.hashes().ReadHashes(idx)
+		if err != nil {
+			return rep, &AuditError{Seq: seqOf(st.Purged), Reason: fmt.Sprintf("the tree hashes kept for the %d purged events are unreadable: %v", st.Purged, err)}
+		}
+		for i, x := range idx {
+			fr.hashes[x] = hs[i]
+		}
+	}
+
+	for n := st.Purged; n < st.Size; {
+		end := min(st.Size, n+verifyBatch)
+		var keys, vals [][]byte
+		if err := t.tx.Scan(tEvents, be64b(seqOf(n)), be64b(seqOf(end)), func(k, v []byte) bool {
+			keys, vals = append(keys, k), append(vals, v)
+			return true
+		}); err != nil {
+			return rep, err
+		}
+		for i := 0; n < end; n, i = n+1, i+1 {
+			want := seqOf(n)
+			if i >= len(keys) || keySeq(keys[i]) != want || len(keys[i]) != 8 {
+				return rep, &AuditError{Seq: want, Reason: "missing"}
+			}
+			leaf, stored, err := splitEventValue(n, vals[i])
+			if err != nil {
+				return rep, &AuditError{Seq: want, Reason: err.Error()}
+			}
+			e, err := parseLeaf(leaf)
+			if err != nil {
+				return rep, &AuditError{Seq: want, Reason: err.Error()}
+			}
+			if e.Seq != want {
+				return rep, &AuditError{Seq: want, Reason: fmt.Sprintf("its record names seq %d", e.Seq)}
+			}
+			hashes, err := tlog.StoredHashes(int64(n), leaf, fr)
+			if err != nil {
+				return rep, &AuditError{Seq: want, Reason: fmt.Sprintf("the tree cannot be rebuilt here: %v", err)}
+			}
+			first := tlog.StoredHashIndex(0, int64(n))
+			for j, h := range hashes {
+				from := n + 1 - 1<<j // the first leaf the hash covers
+				switch {
+				case !bytes.Equal(stored[j*tlog.HashSize:(j+1)*tlog.HashSize], h[:]) && j == 0:
+					return rep, &AuditError{Seq: want, Reason: "its record does not hash to its leaf in the tree"}
+				case !bytes.Equal(stored[j*tlog.HashSize:(j+1)*tlog.HashSize], h[:]):
+					return rep, &AuditError{Seq: seqOf(from), Reason: fmt.Sprintf("the tree hash over events %d to %d differs from the events: one of them, or a hash, was changed", seqOf(from), want)}
+				}
+				fr.hashes[first+int64(j)] = h
+			}
+			fr.forget()
+			if rep.Events == 0 {
+				rep.First = want
+			}
+			rep.Events++
+			rep.Last = want
+		}
+	}
+	var late []byte
+	if err := t.tx.Scan(tEvents, be64b(seqOf(st.Size)), nil, func(k, _ []byte) bool { late = k; return false }); err != nil {
+		return rep, err
+	}
+	if late != nil {
+		return rep, &AuditError{Seq: keySeq(late), Reason: fmt.Sprintf("an event is stored past the log's end (%d events)", st.Size)}
+	}
+	if rep.Root, err = treeHash(st.Size, fr); err != nil {
+		return rep, &AuditError{Seq: seqOf(st.Size), Reason: fmt.Sprintf("the root cannot be computed: %v", err)}
+	}
+
+	// The checkpoints: the stored one and those kept outside the store.
+	check := func(cp Checkpoint, which string) error {
+		switch {
+		case cp.Size > st.Size:
+			return &AuditError{Seq: seqOf(st.Size), Reason: fmt.Sprintf("%s states %d events, the log has %d: events were cut from its end", which, cp.Size, st.Size)}
+		case cp.Size == st.Size:
+			if cp.Root != rep.Root {
+				return &AuditError{Seq: seqOf(st.Purged), Reason: fmt.Sprintf("the events do not hash to the root %s states", which)}
+			}
+			return nil
+		case cp.Size == 0:
+			return nil
+		}
+		root, err := tlog.TreeHash(int64(cp.Size), t.hashes())
+		if errors.Is(err, errHashGone) {
+			return fmt.Errorf("%w: %s is older than the purged events", ErrEventPurged, which)
+		}
+		if err != nil {
+			return err
+		}
+		if root != cp.Root {
+			return &AuditError{Seq: seqOf(min(st.Purged, cp.Size-1)), Reason: fmt.Sprintf("the first %d events do not hash to the root %s states", cp.Size, which)}
+		}
+		return nil
+	}
+	if b, err := t.tx.Get(tMeta, []byte(checkpointKey)); err == nil {
+		cp, err := openCheckpoint(b, s.logVerifier)
+		if err != nil {
+			return rep, &AuditError{Reason: fmt.Sprintf("the stored checkpoint: %v", err)}
+		}
+		if err := check(cp, "the stored checkpoint"); err != nil && !errors.Is(err, ErrEventPurged) {
+			return rep, err
+		}
+		rep.Checkpoint = &cp
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return rep, err
+	}
+	for i, cp := range kept {
+		if s.logVerifier != nil {
+			var err error
+			if cp, err = openCheckpoint(cp.Note, s.logVerifier); err != nil {
+				return rep, &AuditError{Reason: fmt.Sprintf("kept checkpoint %d: %v", i, err)}
+			}
+		}
+		if err := check(cp, fmt.Sprintf("kept checkpoint %d", i)); err != nil {
+			return rep, err
+		}
+	}
+	err = t.tx.Scan(tPending, nil, nil, func(_, _ []byte) bool { rep.Pending++; return true })
+	return rep, err
+}
+
+// keySeq reads an 8-byte big-endian key (0 for any other length).
+func keySeq(k []byte) uint64 {
+	if len(k) != 8 {
+		return 0
+	}
+	return binary.BigEndian.Uint64(k)
+}
+
+// frontier serves tlog the hashes of a tree being rebuilt leaf by leaf: it
+// holds only the subtrees the next leaves still need, and records which
+// hashes tlog asked for, to drop them.
+type frontier struct {
+	hashes map[int64]tlog.Hash
+	read   []int64
+}
+
+func newFrontier() *frontier { return &frontier{hashes: map[int64]tlog.Hash{}} }
+
+func (f *frontier) ReadHashes(indexes []int64) ([]tlog.Hash, error) {
+	out := make([]tlog.Hash, len(indexes))
+	for i, x := range indexes {
+		h, ok := f.hashes[x]
+		if !ok {
+			return nil, fmt.Errorf("tree hash %d is not known", x)
+		}
+		out[i] = h
+		f.read = append(f.read, x)
+	}
+	return out, nil
+}
+
+// forget drops the hashes read for the last leaf: each subtree's hash is
+// read once, when the subtree beside it completes their parent.
+func (f *frontier) forget() {
+	for _, x := range f.read {
+		delete(f.hashes, x)
+	}
+	f.read = f.read[:0]
+}
+
+// frontierIndexes returns the stored indexes of the perfect subtrees that
+// together cover leaves [0, n), largest first: the only hashes over those
+// leaves that proofs about later leaves and trees ever need.
+func frontierIndexes(n uint64) []int64 {
+	var out []int64
+	var start uint64
+	for level := 63; level >= 0; level-- {
+		if n&(1<<level) != 0 {
+			out = append(out, tlog.StoredHashIndex(level, int64(start>>level)))
+			start += 1 << level
+		}
+	}
+	return out
+}
+
 // Events returns up to limit audit events with Seq greater than after, in
 // order. It is an operator's view of the whole store: hosts must not expose
 // it to agents. A limit of zero or less means 100.
@@ -244,11 +367,26 @@ func (s *Switchboard) Events(ctx context.Context, after uint64, limit int) ([]Ev
 	}
 	var out []Event
 	err := s.view(ctx, func(t *txn) error {
+		st, err := t.logState()
+		if err != nil {
+			return err
+		}
 		start := binary.BigEndian.AppendUint64(nil, after+1)
 		var derr error
-		err := t.tx.Scan(tEvents, start, nil, func(k, v []byte) bool {
+		err = t.tx.Scan(tEvents, start, nil, func(k, v []byte) bool {
+			seq := keySeq(k)
+			if seq <= st.Offset {
+				derr = fmt.Errorf("event %d is stored before the log's start", seq)
+				return false
+			}
+			var leaf []byte
+			if leaf, _, derr = splitEventValue(seq-st.Offset-1, v); derr != nil {
+				derr = fmt.Errorf("event %d: %w", seq, derr)
+				return false
+			}
 			var e Event
-			if derr = json.Unmarshal(v, &e); derr != nil {
+			if e, derr = parseLeaf(leaf); derr != nil {
+				derr = fmt.Errorf("event %d: %w", seq, derr)
 				return false
 			}
 			out = append(out, e)

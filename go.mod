@@ -9,6 +9,7 @@ require (
 	github.com/gowebpki/jcs v1.0.1
 	github.com/stretchr/testify v1.12.1
 	go.etcd.io/bbolt v1.5.0
+	golang.org/x/mod v0.43.0
 )
 
 require (

@@ -4,7 +4,10 @@ package switchboard
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -16,8 +19,9 @@ import (
 // table per todo index and a meta seq counter. 2: every todo index in
 // todo_index, delayed todos in their own index, ended todos indexed for
 // purging. 3: the todos a friend grant claimed but did not create indexed
-// under it (idxClaimed), so List through it reads its own todos only.
-const schemaVersion = 3
+// under it (idxClaimed), so List through it reads its own todos only. 4:
+// the audit log a Merkle tree (auditlog.go) instead of a hash chain.
+const schemaVersion = 4
 
 const schemaKey = "schema"
 
@@ -63,50 +67,66 @@ func migrate(ctx context.Context, st store.Store, now func() time.Time) error {
 		case !errors.Is(err, store.ErrNotFound):
 			return err
 		}
+		var from uint64 // the layout found: 0 for none (new, or version 1)
+		if err == nil {
+			from = binary.BigEndian.Uint64(b)
+		}
 		t := &txn{tx: tx, now: now().UTC()}
-		var ids []string
-		if err := tx.Scan(tTodos, nil, nil, func(k, _ []byte) bool {
-			ids = append(ids, string(k))
-			return true
-		}); err != nil {
-			return err
-		}
-		for _, id := range ids {
-			r, err := t.todo(id)
-			if err != nil {
-				return err
-			}
-			if err := t.reindex(r); err != nil {
-				return err
-			}
-			if err := t.reindexClaims(r); err != nil {
+		if from < 3 {
+			if err := upgradeIndexes(t); err != nil {
 				return err
 			}
 		}
-		// The by-grant index is copied, not derived: approval todos
-		// carry a grant in their origin but were never listed under it.
-		var grantKeys [][2]string
-		if err := tx.Scan(v1ByGrant, nil, nil, func(k, v []byte) bool {
-			grantKeys = append(grantKeys, [2]string{string(k), string(v)})
-			return true
-		}); err != nil {
-			return err
-		}
-		for _, kv := range grantKeys {
-			if err := tx.Put(tIdx, []byte(string(idxGrant)+kv[0]), []byte(kv[1])); err != nil {
-				return err
-			}
-		}
-		for _, table := range []string{v1Ready, v1Leases, v1ByGrant, v1ByQueue} {
-			if err := deleteAll(tx, table); err != nil {
-				return err
-			}
-		}
-		if err := tx.Delete(tMeta, []byte("seq")); err != nil {
+		if err := upgradeLog(t); err != nil {
 			return err
 		}
 		return tx.Put(tMeta, []byte(schemaKey), binary.BigEndian.AppendUint64(nil, schemaVersion))
 	})
+}
+
+// upgradeIndexes brings the todo indexes of layouts 1 and 2 to layout 3:
+// every index rebuilt in todo_index from the todo records themselves.
+func upgradeIndexes(t *txn) error {
+	tx := t.tx
+	var ids []string
+	if err := tx.Scan(tTodos, nil, nil, func(k, _ []byte) bool {
+		ids = append(ids, string(k))
+		return true
+	}); err != nil {
+		return err
+	}
+	for _, id := range ids {
+		r, err := t.todo(id)
+		if err != nil {
+			return err
+		}
+		if err := t.reindex(r); err != nil {
+			return err
+		}
+		if err := t.reindexClaims(r); err != nil {
+			return err
+		}
+	}
+	// The by-grant index is copied, not derived: approval todos
+	// carry a grant in their origin but were never listed under it.
+	var grantKeys [][2]string
+	if err := tx.Scan(v1ByGrant, nil, nil, func(k, v []byte) bool {
+		grantKeys = append(grantKeys, [2]string{string(k), string(v)})
+		return true
+	}); err != nil {
+		return err
+	}
+	for _, kv := range grantKeys {
+		if err := tx.Put(tIdx, []byte(string(idxGrant)+kv[0]), []byte(kv[1])); err != nil {
+			return err
+		}
+	}
+	for _, table := range []string{v1Ready, v1Leases, v1ByGrant, v1ByQueue} {
+		if err := deleteAll(tx, table); err != nil {
+			return err
+		}
+	}
+	return tx.Delete(tMeta, []byte("seq"))
 }
 
 // reindex writes r's entries in the todo index: by queue, and the ready,
@@ -158,6 +178,109 @@ func deleteAll(tx store.Tx, table string) error {
 	}
 	for _, k := range keys {
 		if err := tx.Delete(table, k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// upgradeLog (layout 3 to 4) carries the hash-chained audit log into the
+// Merkle tree. It checks the chain once, as the version that wrote it did —
+// each event stored under its seq, seqs without gaps from the last purged
+// event, each event's prev naming the SHA-256 of the record before it (of
+// the last purged one for the first), the head naming the last — and
+// refuses the upgrade, naming the first broken link, if it does not hold.
+// Then it stores each kept event in its leaf form, in seq order, as the
+// tree's first leaves (the log's Offset is the last purged seq, so every
+// event keeps its seq), and starts the todo counter past every todo's seq
+// (layout 3 numbered todos with their events' seqs).
+func upgradeLog(t *txn) error {
+	tx := t.tx
+	var headSeq, baseSeq uint64
+	var headHash, baseHash []byte
+	for _, m := range []struct {
+		key  string
+		seq  *uint64
+		hash *[]byte
+	}{{"audit_head", &headSeq, &headHash}, {"audit_base", &baseSeq, &baseHash}} {
+		b, err := tx.Get(tMeta, []byte(m.key))
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			continue
+		case err != nil:
+			return err
+		case len(b) != 8+sha256.Size:
+			return fmt.Errorf("switchboard: upgrade the audit log: %s is %d bytes", m.key, len(b))
+		}
+		*m.seq, *m.hash = binary.BigEndian.Uint64(b), b[8:]
+	}
+	type chained struct {
+		Event
+		Prev string `json:"prev,omitempty"`
+	}
+	var evs []Event
+	prevSeq, prevHash := baseSeq, baseHash
+	var broken *AuditError
+	var derr error
+	err := tx.Scan(tEvents, nil, nil, func(k, v []byte) bool {
+		var e chained
+		if derr = json.Unmarshal(v, &e); derr != nil {
+			broken, derr = &AuditError{Seq: prevSeq + 1, Reason: "record does not decode"}, nil
+			return false
+		}
+		switch {
+		case keySeq(k) != prevSeq+1 || len(k) != 8:
+			broken = &AuditError{Seq: prevSeq + 1, Reason: fmt.Sprintf("missing: the next stored event is %d", keySeq(k))}
+		case e.Seq != prevSeq+1:
+			broken = &AuditError{Seq: prevSeq + 1, Reason: fmt.Sprintf("its record names seq %d", e.Seq)}
+		case e.Prev != base64.RawURLEncoding.EncodeToString(prevHash):
+			broken = &AuditError{Seq: prevSeq + 1, Reason: "its link does not name the record before it"}
+		}
+		if broken != nil {
+			return false
+		}
+		h := sha256.Sum256(v)
+		prevSeq, prevHash = e.Seq, h[:]
+		evs = append(evs, e.Event)
+		return true
+	})
+	switch {
+	case err != nil:
+		return err
+	case derr != nil:
+		return derr
+	case broken == nil && prevSeq != headSeq:
+		broken = &AuditError{Seq: max(prevSeq, headSeq), Reason: fmt.Sprintf("the head names event %d, the chain ends at %d", headSeq, prevSeq)}
+	case broken == nil && len(evs) > 0 && string(prevHash) != string(headHash):
+		broken = &AuditError{Seq: prevSeq, Reason: "its record does not hash to what the head recorded"}
+	}
+	if broken != nil {
+		return fmt.Errorf("switchboard: upgrade the audit log: the hash chain does not verify: %w", broken)
+	}
+
+	st, err := t.logState()
+	if err != nil {
+		return err
+	}
+	if st.Size > 0 {
+		return nil // already a tree (a store written by this version)
+	}
+	st.Offset = baseSeq
+	st.Todos = headSeq
+	err = tx.Scan(tIdx, []byte{idxQueue}, []byte{idxQueue + 1}, func(k, _ []byte) bool {
+		if len(k) >= 8 {
+			st.Todos = max(st.Todos, binary.BigEndian.Uint64(k[len(k)-8:]))
+		}
+		return true
+	})
+	if err != nil {
+		return err
+	}
+	if err := t.integrate(evs); err != nil {
+		return err
+	}
+	for _, k := range []string{"audit_head", "audit_base"} {
+		if err := tx.Delete(tMeta, []byte(k)); err != nil {
 			return err
 		}
 	}

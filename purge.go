@@ -5,26 +5,16 @@ package switchboard
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/switchboardhq/switchboard/store"
 )
 
-// auditBaseKey is the tMeta key of the last purged event: its seq (8 bytes)
-// and the SHA-256 of its stored record (32), which the first kept event's
-// Prev must name.
-const auditBaseKey = "audit_base"
-
-// purgeTodos deletes up to limit ended todos whose retention has passed,
-// oldest first, with every index entry and the dedup key that name them.
-func (s *Switchboard) purgeTodos(t *txn, limit int) (int, error) {
-	if s.cfg.TodoRetention < 0 {
-		return 0, nil
-	}
+// endedDue returns up to limit ids of ended todos whose retention has
+// passed, oldest first (stale entries of todos redriven since included).
+func (s *Switchboard) endedDue(t *txn, limit int) ([]string, error) {
 	keep := max(s.cfg.TodoRetention, s.cfg.DedupRetention)
 	prefix := string(idxEnded)
 	end := prefix + timeKey(t.now.Add(-keep))
@@ -33,10 +23,77 @@ func (s *Switchboard) purgeTodos(t *txn, limit int) (int, error) {
 		ids = append(ids, string(k[len(prefix)+8:]))
 		return len(ids) < limit
 	})
+	return ids, err
+}
+
+// archiveTodos hands up to limit ended todos past their retention to
+// Config.ArchiveTodos, outside any transaction, then purges those still
+// stored exactly as they were handed over. A todo redriven or changed
+// meanwhile is kept.
+func (s *Switchboard) archiveTodos(ctx context.Context, limit int) (int, error) {
+	var todos []Todo
+	only := map[string][]byte{}
+	err := s.view(ctx, func(t *txn) error {
+		todos, only = nil, map[string][]byte{}
+		ids, err := s.endedDue(t, limit)
+		if err != nil {
+			return err
+		}
+		for _, id := range ids {
+			b, err := t.tx.Get(tTodos, []byte(id))
+			if errors.Is(err, store.ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			r, err := t.todo(id)
+			if err != nil {
+				return err
+			}
+			if r.State.Terminal() {
+				todos, only[id] = append(todos, r.Todo), b
+			}
+		}
+		return nil
+	})
+	if err != nil || len(todos) == 0 {
+		return 0, err
+	}
+	if err := s.cfg.ArchiveTodos(ctx, todos); err != nil {
+		return 0, fmt.Errorf("archive todos: %w (nothing purged)", err)
+	}
+	n := 0
+	err = s.update(ctx, func(t *txn) error {
+		var err error
+		n, err = s.purgeTodos(t, limit, only)
+		return err
+	})
+	return n, err
+}
+
+// purgeTodos deletes up to limit ended todos whose retention has passed,
+// oldest first, with every index entry and the dedup key that name them.
+// If only is not nil, it deletes only todos in it whose stored record is
+// still the bytes it holds (those archived).
+func (s *Switchboard) purgeTodos(t *txn, limit int, only map[string][]byte) (int, error) {
+	if s.cfg.TodoRetention < 0 {
+		return 0, nil
+	}
+	ids, err := s.endedDue(t, limit)
 	if err != nil {
 		return 0, err
 	}
 	for _, id := range ids {
+		if only != nil {
+			want, ok := only[id]
+			if !ok {
+				continue
+			}
+			if cur, err := t.tx.Get(tTodos, []byte(id)); err != nil || string(cur) != string(want) {
+				continue
+			}
+		}
 		r, err := t.todo(id)
 		if errors.Is(err, ErrNotFound) {
 			continue
@@ -81,10 +138,16 @@ func (s *Switchboard) purgeTodos(t *txn, limit int) (int, error) {
 }
 
 // purgeEvents archives and deletes up to limit of the oldest audit events
-// past their retention. The events are read first, handed to
+// past their retention — always the log's oldest, so what is kept is a
+// contiguous run up to its end. The events are read first, handed to
 // Config.Archive outside any transaction, then deleted — those still
-// present and unchanged — with the chain's new base recorded in the same
-// transaction.
+// present and unchanged — with the tree hashes stored in their records.
+// Of those hashes, proofs about kept events and between tree sizes of at
+// least the new purge point read only the few that cover the purged leaves
+// together (frontierIndexes: one per set bit of their count); those move to
+// tLogHashes in the same transaction. So the tree's storage follows the
+// kept events, not the history; proofs that need purged leaves are
+// recomputed from the archived events (Config.Archive).
 func (s *Switchboard) purgeEvents(ctx context.Context, limit int) (int, error) {
 	if s.cfg.EventRetention < 0 {
 		return 0, nil
@@ -94,19 +157,22 @@ func (s *Switchboard) purgeEvents(ctx context.Context, limit int) (int, error) {
 	err := s.view(ctx, func(t *txn) error {
 		evs, raws = nil, nil
 		cutoff := t.now.Add(-s.cfg.EventRetention)
-		headSeq, _, err := t.auditHead()
+		st, err := t.logState()
 		if err != nil {
 			return err
 		}
+		from, end := st.Offset+st.Purged+1, st.Offset+st.Size+1
 		var derr error
-		err = t.tx.Scan(tEvents, nil, nil, func(_, v []byte) bool {
-			var e Event
-			if derr = json.Unmarshal(v, &e); derr != nil {
+		err = t.tx.Scan(tEvents, be64b(from), be64b(end), func(k, v []byte) bool {
+			var leaf []byte
+			if leaf, _, derr = splitEventValue(keySeq(k)-st.Offset-1, v); derr != nil {
 				return false
 			}
-			// The head event stays, so the chain always has a kept event
-			// to check the base against.
-			if !e.At.Before(cutoff) || e.Seq >= headSeq {
+			var e Event
+			if e, derr = parseLeaf(leaf); derr != nil {
+				return false
+			}
+			if !e.At.Before(cutoff) {
 				return false
 			}
 			evs, raws = append(evs, e), append(raws, v)
@@ -128,44 +194,57 @@ func (s *Switchboard) purgeEvents(ctx context.Context, limit int) (int, error) {
 	purged := 0
 	err = s.update(ctx, func(t *txn) error {
 		purged = 0
-		var lastSeq uint64
-		var lastHash [sha256.Size]byte
+		st, err := t.logState()
+		if err != nil {
+			return err
+		}
+		oldP, newP := st.Purged, st.Purged
 		for i, e := range evs {
-			cur, err := t.tx.Get(tEvents, []byte(be64(e.Seq)))
-			if errors.Is(err, store.ErrNotFound) {
+			if e.Seq <= st.Offset+newP {
 				continue // purged by another Reap meanwhile
 			}
+			if e.Seq != st.Offset+newP+1 {
+				return fmt.Errorf("audit event %d is not the log's oldest kept (%d)", e.Seq, st.Offset+newP+1)
+			}
+			cur, err := t.tx.Get(tEvents, be64b(e.Seq))
 			if err != nil {
 				return err
 			}
 			if string(cur) != string(raws[i]) {
 				return fmt.Errorf("audit event %d changed while it was archived", e.Seq)
 			}
-			if err := t.tx.Delete(tEvents, []byte(be64(e.Seq))); err != nil {
-				return err
-			}
-			lastSeq, lastHash = e.Seq, sha256.Sum256(cur)
-			purged++
+			newP++
 		}
-		if purged == 0 {
+		if newP == oldP {
 			return nil
 		}
-		return t.tx.Put(tMeta, []byte(auditBaseKey), append(binary.BigEndian.AppendUint64(nil, lastSeq), lastHash[:]...))
+		// The tree hashes proofs will still need over the purged leaves
+		// (their frontier) move out of the event records first.
+		keep := frontierIndexes(newP)
+		hs, err := t.hashes().ReadHashes(keep)
+		if err != nil {
+			return fmt.Errorf("read the tree hashes to keep: %w", err)
+		}
+		for i, x := range keep {
+			if err := t.tx.Put(tLogHashes, be64b(uint64(x)), hs[i][:]); err != nil {
+				return err
+			}
+		}
+		for _, x := range frontierIndexes(oldP) {
+			if !slices.Contains(keep, x) {
+				if err := t.tx.Delete(tLogHashes, be64b(uint64(x))); err != nil {
+					return err
+				}
+			}
+		}
+		for seq := st.Offset + oldP + 1; seq <= st.Offset+newP; seq++ {
+			if err := t.tx.Delete(tEvents, be64b(seq)); err != nil {
+				return err
+			}
+		}
+		purged = int(newP - oldP)
+		st.Purged = newP
+		return t.saveLogState()
 	})
 	return purged, err
-}
-
-// auditBase returns the seq and record hash of the last purged event, or
-// zeros when nothing was purged.
-func (t *txn) auditBase() (uint64, []byte, error) {
-	b, err := t.tx.Get(tMeta, []byte(auditBaseKey))
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		return 0, nil, nil
-	case err != nil:
-		return 0, nil, err
-	case len(b) != 8+sha256.Size:
-		return 0, nil, fmt.Errorf("switchboard: audit base is %d bytes, want %d", len(b), 8+sha256.Size)
-	}
-	return binary.BigEndian.Uint64(b), b[8:], nil
 }

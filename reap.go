@@ -28,8 +28,10 @@ const reapBatch = 500
 // requests past their expiry (cancelling their approval todos), revokes
 // grants past their expiry (cancelling their queued todos), forgets the
 // hashes of used ID tokens that have expired and deletes ended todos past
-// Config.TodoRetention; then it archives (Config.Archive) and deletes audit
-// events past Config.EventRetention, in a second transaction. Each kind is
+// Config.TodoRetention; then, with Config.LogKey, it signs a checkpoint of
+// the audit log if the log grew (see Checkpoint), and it archives
+// (Config.Archive) and deletes audit events past Config.EventRetention, in
+// transactions of their own. Each kind is
 // bounded per call; call again while it reports work. Correctness never
 // depends on it — Claim recovers expired leases and every check compares
 // expiry times — but it keeps queues and approval lists tidy.
@@ -108,11 +110,25 @@ func (s *Switchboard) Reap(ctx context.Context) (ReapStats, error) {
 		if st.TokensPurged, err = t.forgetTokens(reapBatch); err != nil {
 			return err
 		}
-		st.TodosPurged, err = s.purgeTodos(t, reapBatch)
+		if s.cfg.ArchiveTodos == nil {
+			st.TodosPurged, err = s.purgeTodos(t, reapBatch, nil)
+		}
 		return err
 	})
 	if err != nil {
 		return ReapStats{}, fmt.Errorf("switchboard: reap: %w", err)
+	}
+	if s.cfg.ArchiveTodos != nil && s.cfg.TodoRetention >= 0 {
+		if st.TodosPurged, err = s.archiveTodos(ctx, reapBatch); err != nil {
+			return st, fmt.Errorf("switchboard: reap: %w", err)
+		}
+	}
+	if s.logSigner != nil {
+		// A checkpoint of the log as it is before anything is purged, so
+		// the stored one always covers every kept event.
+		if _, err := s.Checkpoint(ctx); err != nil {
+			return st, fmt.Errorf("switchboard: reap: %w", err)
+		}
 	}
 	if st.EventsPurged, err = s.purgeEvents(ctx, reapBatch); err != nil {
 		return st, fmt.Errorf("switchboard: reap: %w", err)

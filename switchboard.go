@@ -8,7 +8,10 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
+	"sync"
 	"time"
+
+	"golang.org/x/mod/sumdb/note"
 
 	"github.com/switchboardhq/switchboard/store"
 )
@@ -84,6 +87,27 @@ type Config struct {
 	// VerifyAudit checks the first kept event against the hash of the last
 	// purged one. Default 30 days; negative keeps events forever.
 	EventRetention time.Duration
+	// LogKey signs the audit log's checkpoints: a note signer key, as
+	// NewLogKey makes (golang.org/x/mod/sumdb/note's "PRIVATE+KEY+…"
+	// form, Ed25519). Keep it out of the store — in a secret manager or
+	// the host's configuration — so that whoever can write the store
+	// cannot sign a rewritten log. Without it the log is still a Merkle
+	// tree that VerifyAudit checks and proofs cover, but Checkpoint
+	// returns ErrNoLogKey.
+	LogKey string
+	// SequencerLease is how long the process that sequences the audit log
+	// holds the job before another may take it over — the longest the log
+	// stalls after that process dies. Only stores whose writers run
+	// concurrently (store.Appender, such as PostgreSQL) have a sequencer;
+	// elsewhere events are sequenced as they commit. Default 5 seconds.
+	SequencerLease time.Duration
+	// ArchiveTodos, if set, receives ended todos (done, dead or cancelled)
+	// past TodoRetention before Reap deletes them — results and dead
+	// letters included — at least once: a crash between archiving and
+	// purging hands the same todos again (key them by ID). If it returns
+	// an error the todos are kept and offered again at the next Reap; a
+	// todo redriven meanwhile is not purged.
+	ArchiveTodos func(ctx context.Context, todos []Todo) error
 	// Archive, if set, receives audit events before Reap purges them, in
 	// seq order, at least once (a crash between archiving and purging hands
 	// the same events again: key them by Seq). If it returns an error the
@@ -119,6 +143,7 @@ const (
 	defaultEventRetention     = 30 * 24 * time.Hour
 	defaultPollInterval       = time.Second
 	defaultReapInterval       = 5 * time.Second
+	defaultSequencerLease     = 5 * time.Second
 	defaultMaxAttempts        = 5
 )
 
@@ -157,6 +182,15 @@ type Switchboard struct {
 	// watched: st is a store.Watcher, so commits are also announced to the
 	// other processes sharing it (and theirs to this one).
 	watched bool
+	unwatch func()
+	// seq is this Switchboard's part in sequencing the audit log, on a
+	// store whose transactions are store.Appenders (nil otherwise).
+	seq       *sequencer
+	closeOnce sync.Once
+	// The audit log's signing key (Config.LogKey), if any.
+	logSigner   note.Signer
+	logVerifier note.Verifier
+	logVKey     string
 }
 
 // notified wakes this process's waiters for a key another process's commit
@@ -167,8 +201,8 @@ func (s *Switchboard) notified(key string) {
 		s.wake.signalAll()
 		return
 	}
-	if key == commitsKey {
-		s.commits.signal(commitsKey)
+	if key == commitsKey || key == pendingKey {
+		s.commits.signal(key)
 		return
 	}
 	s.wake.signal(key)
@@ -205,8 +239,9 @@ func New(st store.Store, cfg *Config) (*Switchboard, error) {
 	orDuration(&c.EventRetention, defaultEventRetention)
 	orDuration(&c.PollInterval, defaultPollInterval)
 	orDuration(&c.ReapInterval, defaultReapInterval)
+	orDuration(&c.SequencerLease, defaultSequencerLease)
 	orInt(&c.MaxAttempts, defaultMaxAttempts)
-	for _, d := range []time.Duration{c.PollInterval, c.ReapInterval, c.KeyRefetchInterval, c.MaxTokenAge, c.ClockLeeway, c.PendingTTL, c.PickupWindow, c.DefaultLease, c.MaxLease, c.DedupRetention} {
+	for _, d := range []time.Duration{c.PollInterval, c.ReapInterval, c.SequencerLease, c.KeyRefetchInterval, c.MaxTokenAge, c.ClockLeeway, c.PendingTTL, c.PickupWindow, c.DefaultLease, c.MaxLease, c.DedupRetention} {
 		if d < 0 {
 			return nil, invalid("negative duration in Config")
 		}
@@ -240,10 +275,24 @@ func New(st store.Store, cfg *Config) (*Switchboard, error) {
 		return nil, fmt.Errorf("switchboard: open store: %w", err)
 	}
 	s := &Switchboard{st: st, cfg: c, now: c.Clock.Now, oidc: v, limits: l, quotas: c.Quotas.withDefaults(), dirs: dirs, localDir: local}
+	if c.LogKey != "" {
+		if s.logSigner, s.logVerifier, s.logVKey, err = logKeys(c.LogKey); err != nil {
+			return nil, fmt.Errorf("switchboard: %w", err)
+		}
+	}
+	appends := false
+	if err := st.View(context.Background(), func(tx store.Tx) error {
+		_, appends = tx.(store.Appender)
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("switchboard: open store: %w", err)
+	}
 	if w, ok := st.(store.Watcher); ok {
-		// Registered for the store's lifetime: the store drops it on Close.
-		w.Watch(s.notified)
+		s.unwatch = w.Watch(s.notified)
 		s.watched = true
+	}
+	if appends {
+		s.startSequencer()
 	}
 	return s, nil
 }

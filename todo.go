@@ -208,7 +208,7 @@ func (e edgeRequester) clone() edgeRequester { return e }
 
 // insertTodo stores a new queued todo and its indexes.
 func (t *txn) insertTodo(r todoRec, actor string, byGrant bool) (*todoRec, error) {
-	seq, err := t.nextSeq()
+	seq, err := t.nextTodoSeq()
 	if err != nil {
 		return nil, err
 	}

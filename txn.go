@@ -38,7 +38,7 @@ const (
 	tCooldown     = "quota_cooldown" // requester human \x00 target persona → until
 	tBlocks       = "blocks"         // blocking human \x00 blocked human → blockRec
 	tEvents       = "events"         // seq → Event
-	tMeta         = "meta"           // the audit head and the schema version
+	tMeta         = "meta"           // the audit log's state, its latest checkpoint, the sequencer's lease and the schema version
 )
 
 // txn is one store transaction plus the helpers every operation shares.
@@ -48,11 +48,12 @@ type txn struct {
 	hot *hotCache // decoded hot records; nil decodes every time
 
 	readied map[string]bool // queue keys that got a ready todo
-	emitted int             // events appended
 
-	head     uint64 // the audit chain's head seq, once headRead
-	headHash []byte // and the SHA-256 of that event's record
-	headRead bool
+	events   []Event   // emitted, flushed into the log (or pending) at the end
+	log      *logState // the audit log's state, once read
+	logDirty bool      // log changed (a todo seq) without an event to write it
+	logged   int       // events this transaction added to the log
+	pending  int       // events this transaction wrote pending, for the sequencer
 }
 
 // update runs fn in one store Update with the clock read once, so every
@@ -67,25 +68,35 @@ func (s *Switchboard) update(ctx context.Context, fn func(*txn) error) error {
 		if err := fn(last); err != nil {
 			return err
 		}
+		if err := last.flushEvents(); err != nil {
+			return fmt.Errorf("audit log: %w", err)
+		}
 		if n, ok := tx.(store.Notifier); ok && s.watched {
 			// A store shared by several processes: tell the others too.
 			for q := range last.readied {
 				n.Notify(q)
 			}
-			if last.emitted > 0 {
+			if last.logged > 0 {
 				n.Notify(commitsKey)
+			}
+			if last.pending > 0 {
+				n.Notify(pendingKey)
 			}
 		}
 		return nil
 	})
 	if err == nil && last != nil {
 		// Strictly after commit: wake the claims blocked on the queues
-		// that got work, and the subscriptions if the log grew.
+		// that got work, the subscriptions if the log grew, and the
+		// sequencer if events wait for it.
 		for q := range last.readied {
 			s.wake.signal(q)
 		}
-		if last.emitted > 0 {
+		if last.logged > 0 {
 			s.commits.signal(commitsKey)
+		}
+		if last.pending > 0 {
+			s.commits.signal(pendingKey)
 		}
 	}
 	return err

@@ -93,6 +93,9 @@ func (s *Store) View(ctx context.Context, fn func(store.Tx) error) error {
 	if s.closed {
 		return store.ErrClosed
 	}
+	if s.opts.Appender {
+		return fn(appendingTx{&tx{s: s}})
+	}
 	return fn(&tx{s: s})
 }
 
@@ -206,12 +209,15 @@ func (t *tx) Delete(tbl string, key []byte) error {
 	return nil
 }
 
-// appendingTx is an Update's tx of a store with Options.Appender. The
-// write lock is held for the whole transaction, so a key taken at Append
-// is larger than every key of the transactions that committed before.
+// appendingTx is the tx of a store with Options.Appender. An Update holds
+// the write lock for its whole transaction, so a key taken at Append is
+// larger than every key of the transactions that committed before.
 type appendingTx struct{ *tx }
 
 func (t appendingTx) Append(tbl string, value []byte) error {
+	if !t.writable {
+		return store.ErrReadOnly
+	}
 	t.s.appended++
 	var k [8]byte
 	binary.BigEndian.PutUint64(k[:], t.s.appended)
@@ -219,6 +225,9 @@ func (t appendingTx) Append(tbl string, value []byte) error {
 }
 
 func (t appendingTx) Sequence() (uint64, error) {
+	if !t.writable {
+		return 0, store.ErrReadOnly
+	}
 	t.s.sequenced++
 	return t.s.sequenced, nil
 }

@@ -38,8 +38,9 @@ type childConfig struct {
 	PollInterval time.Duration      `json:"poll_interval"`
 	Options      postgres.Options   `json:"options"`
 	// AnnounceWaits makes the child write {"id":"waiting"} whenever the
-	// library starts waiting on its clock (a blocking claim that found its
-	// queue empty), so the parent knows it is blocked without guessing.
+	// library starts a wait of PollInterval on its clock (a blocking claim
+	// that found its queue empty; the audit log's sequencer waits less),
+	// so the parent knows it is blocked without guessing.
 	AnnounceWaits bool `json:"announce_waits,omitempty"`
 }
 
@@ -56,13 +57,19 @@ func (e *lockedEncoder) Encode(v any) error {
 	return e.enc.Encode(v)
 }
 
-// announcingClock is the system clock, announcing each wait on stdout.
-type announcingClock struct{ out *lockedEncoder }
+// announcingClock is the system clock, announcing each wait of poll on
+// stdout.
+type announcingClock struct {
+	out  *lockedEncoder
+	poll time.Duration
+}
 
 func (announcingClock) Now() time.Time { return time.Now() }
 func (c announcingClock) After(d time.Duration) <-chan time.Time {
 	ch := time.After(d)
-	_ = c.out.Encode(answer{ID: "waiting"})
+	if d == c.poll {
+		_ = c.out.Encode(answer{ID: "waiting"})
+	}
 	return ch
 }
 
@@ -112,7 +119,7 @@ func child(raw string) error {
 	out := &lockedEncoder{enc: json.NewEncoder(os.Stdout)}
 	var clock switchboard.Clock
 	if cfg.AnnounceWaits {
-		clock = announcingClock{out}
+		clock = announcingClock{out, cfg.PollInterval}
 	}
 	sb, err := switchboard.New(st, &switchboard.Config{
 		Issuers:      []switchboard.Issuer{{URL: cfg.Issuer, ClientID: cfg.ClientID}},

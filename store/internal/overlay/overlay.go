@@ -151,7 +151,7 @@ type appendTx struct {
 }
 
 func (t appendTx) Append(table string, value []byte) error { return t.append(table, value) }
-func (t appendTx) Sequence() (uint64, error)                { return t.a.Sequence() }
+func (t appendTx) Sequence() (uint64, error)               { return t.a.Sequence() }
 
 type prefetchAppendTx struct {
 	prefetchTx
@@ -159,7 +159,7 @@ type prefetchAppendTx struct {
 }
 
 func (t prefetchAppendTx) Append(table string, value []byte) error { return t.append(table, value) }
-func (t prefetchAppendTx) Sequence() (uint64, error)                { return t.a.Sequence() }
+func (t prefetchAppendTx) Sequence() (uint64, error)               { return t.a.Sequence() }
 
 // append buffers an Append until Apply.
 func (t *Tx) append(table string, value []byte) error {

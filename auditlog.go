@@ -1,0 +1,706 @@
+// The audit log as a Merkle tree: each event's leaf, the tree's stored
+// hashes, sequencing events into the tree, signed checkpoints, and the
+// inclusion and consistency proofs a third party checks with the log's
+// public key alone.
+
+package switchboard
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/bits"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"golang.org/x/mod/sumdb/note"
+	"golang.org/x/mod/sumdb/tlog"
+
+	"github.com/switchboardhq/switchboard/store"
+)
+
+// The log's tables and tMeta keys.
+const (
+	// The Merkle tree's hashes (golang.org/x/mod/sumdb/tlog's layout:
+	// every leaf adds its own hash and those of the subtrees it completes)
+	// are stored with the leaf that adds them, after its event record in
+	// tEvents (see eventValue): no key of their own to write. Only the
+	// few that outlive their events (the frontier of the purged leaves,
+	// frontierIndexes) move to tLogHashes: tlog's stored hash index (8
+	// bytes, big-endian) → the 32-byte hash.
+	tLogHashes = "log_hashes"
+	// tPending holds events committed but not yet in the log, on stores
+	// whose transactions are store.Appenders: store-assigned key → the
+	// event's leaf form with seq 0.
+	tPending = "events_pending"
+
+	logStateKey   = "log"        // tMeta: logState
+	checkpointKey = "checkpoint" // tMeta: the latest signed checkpoint (a note)
+)
+
+// logState is the log's shape, in tMeta under logStateKey.
+type logState struct {
+	Size   uint64 // leaves in the tree
+	Offset uint64 // the seq of leaf i is Offset+i+1 (non-zero only in a store upgraded after its chain had been purged)
+	Purged uint64 // leaves [0, Purged) had their events deleted by retention
+	Todos  uint64 // the last todo seq handed out, on stores without store.Appender
+}
+
+const logStateLen = 32
+
+func (st logState) encode() []byte {
+	b := make([]byte, 0, logStateLen)
+	for _, v := range []uint64{st.Size, st.Offset, st.Purged, st.Todos} {
+		b = binary.BigEndian.AppendUint64(b, v)
+	}
+	return b
+}
+
+// logState returns the transaction's copy of the log's state, read once.
+func (t *txn) logState() (*logState, error) {
+	if t.log != nil {
+		return t.log, nil
+	}
+	b, err := t.tx.Get(tMeta, []byte(logStateKey))
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		t.log = &logState{}
+	case err != nil:
+		return nil, fmt.Errorf("read the audit log's state: %w", err)
+	case len(b) != logStateLen:
+		return nil, fmt.Errorf("the audit log's state is %d bytes, want %d", len(b), logStateLen)
+	default:
+		t.log = &logState{
+			Size:   binary.BigEndian.Uint64(b),
+			Offset: binary.BigEndian.Uint64(b[8:]),
+			Purged: binary.BigEndian.Uint64(b[16:]),
+			Todos:  binary.BigEndian.Uint64(b[24:]),
+		}
+	}
+	return t.log, nil
+}
+
+// saveLogState writes the transaction's copy of the log's state back.
+func (t *txn) saveLogState() error {
+	return t.tx.Put(tMeta, []byte(logStateKey), t.log.encode())
+}
+
+// nextTodoSeq numbers a new todo: from the store's own sequence where
+// writers run concurrently (store.Appender), else from a counter beside the
+// log's state, which the transaction writes anyway.
+func (t *txn) nextTodoSeq() (uint64, error) {
+	if a, ok := t.tx.(store.Appender); ok {
+		return a.Sequence()
+	}
+	st, err := t.logState()
+	if err != nil {
+		return 0, err
+	}
+	st.Todos++
+	t.logDirty = true
+	return st.Todos, nil
+}
+
+// flushEvents ends a write transaction's part in the log: its events go
+// into the tree at once on a store whose writers run one at a time, or are
+// written pending — no writer reads or moves a shared head — for the
+// sequencer to add after commit (see sequencer.go).
+func (t *txn) flushEvents() error {
+	if a, ok := t.tx.(store.Appender); ok && len(t.events) > 0 {
+		for i := range t.events {
+			e := t.events[i]
+			e.Seq = 0
+			if err := a.Append(tPending, appendLeaf(nil, &e)); err != nil {
+				return fmt.Errorf("append an audit event: %w", err)
+			}
+		}
+		t.pending = len(t.events)
+		return nil
+	}
+	if len(t.events) > 0 {
+		if err := t.integrate(t.events); err != nil {
+			return err
+		}
+		t.logged = len(t.events)
+		return nil
+	}
+	if t.logDirty {
+		return t.saveLogState()
+	}
+	return nil
+}
+
+// integrate appends evs to the log as its next leaves: each gets the next
+// seq, its leaf is stored under it, and the tree's new hashes beside.
+func (t *txn) integrate(evs []Event) error {
+	st, err := t.logState()
+	if err != nil {
+		return err
+	}
+	for i := range evs {
+		e := &evs[i]
+		n := st.Size
+		e.Seq = st.Offset + n + 1
+		v := appendLeaf(make([]byte, 0, 512), e)
+		hashes, err := tlog.StoredHashes(int64(n), v, t.hashes())
+		if err != nil {
+			return fmt.Errorf("add event %d to the audit log's tree: %w", e.Seq, err)
+		}
+		for _, h := range hashes {
+			v = append(v, h[:]...)
+		}
+		if err := t.tx.Put(tEvents, be64b(e.Seq), v); err != nil {
+			return err
+		}
+		st.Size++
+	}
+	return t.saveLogState()
+}
+
+func be64b(n uint64) []byte { return binary.BigEndian.AppendUint64(make([]byte, 0, 8), n) }
+
+// errHashGone is what a tree hash reader returns for a hash retention
+// pruned.
+var errHashGone = errors.New("tree hash pruned with purged events")
+
+// leafHashes is how many tree hashes leaf n adds: its own and one per
+// subtree it completes (one per trailing 1 bit of n).
+func leafHashes(n uint64) int { return 1 + bits.TrailingZeros64(^n) }
+
+// splitEventValue splits the stored value of leaf n into the event's leaf
+// bytes and the tree hashes stored after them.
+func splitEventValue(n uint64, v []byte) (leaf, hashes []byte, err error) {
+	h := leafHashes(n) * tlog.HashSize
+	if len(v) <= h {
+		return nil, nil, fmt.Errorf("event record of %d bytes cannot hold its %d tree hashes", len(v), h/tlog.HashSize)
+	}
+	return v[:len(v)-h], v[len(v)-h:], nil
+}
+
+// hashes returns the tree's stored hashes as t sees them.
+func (t *txn) hashes() txHashes { return txHashes{t} }
+
+// txHashes reads the tree's stored hashes in a transaction: a hash is
+// stored with the leaf that completed its subtree, or, if that leaf's
+// event was purged, in tLogHashes when proofs still need it.
+type txHashes struct{ t *txn }
+
+func (r txHashes) ReadHashes(indexes []int64) ([]tlog.Hash, error) {
+	st, err := r.t.logState()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]tlog.Hash, len(indexes))
+	for i, x := range indexes {
+		level, k := tlog.SplitStoredHashIndex(x)
+		n := uint64(k+1)<<level - 1 // the leaf that completed the subtree
+		if n < st.Purged {
+			b, err := r.t.tx.Get(tLogHashes, be64b(uint64(x)))
+			if errors.Is(err, store.ErrNotFound) {
+				return nil, errHashGone
+			}
+			if err != nil {
+				return nil, err
+			}
+			if len(b) != tlog.HashSize {
+				return nil, fmt.Errorf("tree hash %d is %d bytes", x, len(b))
+			}
+			copy(out[i][:], b)
+			continue
+		}
+		seq := st.Offset + n + 1
+		v, err := r.t.tx.Get(tEvents, be64b(seq))
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, fmt.Errorf("tree hash %d: event %d is missing", x, seq)
+		}
+		if err != nil {
+			return nil, err
+		}
+		_, hs, err := splitEventValue(n, v)
+		if err != nil {
+			return nil, fmt.Errorf("tree hash %d: event %d: %w", x, seq, err)
+		}
+		copy(out[i][:], hs[level*tlog.HashSize:])
+	}
+	return out, nil
+}
+
+// EventLeaf returns the bytes an event is stored as and hashed into the
+// audit log's Merkle tree (its leaf hash is tlog.RecordHash of them): the
+// event as a JSON object in the canonical form of RFC 8785 (JCS) — members
+// sorted by name, no insignificant whitespace, strings escaped as JCS
+// escapes them — with "at" in RFC 3339 with nanoseconds, UTC, and the
+// members whose value is empty left out. Any language with a JCS library
+// computes the same bytes from the event's JSON. Invalid UTF-8 in a field
+// reads as U+FFFD, as JSON encoders write it (events in the log never hold
+// any).
+func EventLeaf(e Event) []byte {
+	e.sanitize()
+	return appendLeaf(nil, &e)
+}
+
+// appendLeaf appends e's leaf form. Members in JCS order: actor, at,
+// detail, edge, grant, persona, queue, seq, todo, type.
+func appendLeaf(b []byte, e *Event) []byte {
+	b = append(b, `{"actor":`...)
+	b = appendJCSString(b, e.Actor)
+	b = append(b, `,"at":"`...)
+	b = e.At.UTC().AppendFormat(b, time.RFC3339Nano)
+	b = append(b, '"')
+	for _, m := range []struct{ name, v string }{{"detail", e.Detail}, {"edge", e.Edge}, {"grant", e.Grant}, {"persona", e.Persona}, {"queue", e.Queue}} {
+		if m.v != "" {
+			b = append(b, `,"`...)
+			b = append(b, m.name...)
+			b = append(b, `":`...)
+			b = appendJCSString(b, m.v)
+		}
+	}
+	b = append(b, `,"seq":`...)
+	b = strconv.AppendUint(b, e.Seq, 10)
+	if e.Todo != "" {
+		b = append(b, `,"todo":`...)
+		b = appendJCSString(b, e.Todo)
+	}
+	b = append(b, `,"type":`...)
+	b = appendJCSString(b, string(e.Type))
+	return append(b, '}')
+}
+
+// appendJCSString appends s as RFC 8785 serializes a string: only the
+// quote, the backslash and control characters are escaped (with the short
+// forms where JSON has them, else \u00XX in lower case). s is valid UTF-8:
+// emit made it so.
+func appendJCSString(b []byte, s string) []byte {
+	b = append(b, '"')
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '"':
+			b = append(b, '\\', '"')
+		case c == '\\':
+			b = append(b, '\\', '\\')
+		case c >= 0x20:
+			b = append(b, c)
+		case c == '\b':
+			b = append(b, '\\', 'b')
+		case c == '\t':
+			b = append(b, '\\', 't')
+		case c == '\n':
+			b = append(b, '\\', 'n')
+		case c == '\f':
+			b = append(b, '\\', 'f')
+		case c == '\r':
+			b = append(b, '\\', 'r')
+		default:
+			const hex = "0123456789abcdef"
+			b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+		}
+	}
+	return append(b, '"')
+}
+
+// validUTF8 replaces every invalid byte of s with U+FFFD, as JSON encoders
+// do, so an event's leaf is always valid JSON and decodes to the event.
+func validUTF8(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && n == 1 {
+			b.WriteRune(utf8.RuneError)
+		} else {
+			b.WriteString(s[i : i+n])
+		}
+		i += n
+	}
+	return b.String()
+}
+
+// parseLeaf decodes a leaf and accepts it only if it is exactly the
+// canonical form of what it decodes to: one spelling per event, so what a
+// proof covers is what the caller reads.
+func parseLeaf(leaf []byte) (Event, error) {
+	// The decode may be lenient (case-folded or repeated keys, unknown
+	// members): the byte-for-byte comparison with the canonical form
+	// after it refuses every such spelling.
+	var e Event
+	if err := json.Unmarshal(leaf, &e); err != nil {
+		return Event{}, fmt.Errorf("event record does not decode: %w", err)
+	}
+	if !bytes.Equal(appendLeaf(nil, &e), leaf) {
+		return Event{}, errors.New("event record is not in its canonical form")
+	}
+	return e, nil
+}
+
+// Checkpoints and proofs.
+
+// ErrNoLogKey is returned by Checkpoint when Config.LogKey is not set: the
+// log can still be verified and proved against a tree size, but not signed.
+var ErrNoLogKey = errors.New("switchboard: no audit log key configured (Config.LogKey)")
+
+// ErrProof is wrapped by the errors of the proof and checkpoint checks: a
+// checkpoint whose signature or text is wrong, a proof that does not lead
+// to the checkpoint's root.
+var ErrProof = errors.New("audit proof does not verify")
+
+// ErrEventPurged is wrapped by the error of ProveEvent and ProveConsistency
+// when the proof would need events retention has deleted; an auditor
+// holding the archived events (Config.Archive) recomputes it from them.
+var ErrEventPurged = errors.New("audit event purged")
+
+// Checkpoint is a signed statement of the audit log's state: its size and
+// the root hash of its Merkle tree, in the C2SP tlog-checkpoint format as a
+// signed note (golang.org/x/mod/sumdb/note, Ed25519). A human or auditor
+// who keeps one can later check, with the log's public key alone, that an
+// event is in the log (VerifyInclusion) and that the log has only been
+// appended to since (VerifyConsistency).
+type Checkpoint struct {
+	Origin string    `json:"origin"` // the log's name: the signing key's name
+	Size   uint64    `json:"size"`   // how many events the tree holds
+	Root   tlog.Hash `json:"root"`   // the tree's root hash (RFC 6962 / 9162)
+	// Note is the signed note itself — the text "<origin>\n<size>\n<root
+	// in base64>\n", a blank line and the signature line. Keep these
+	// bytes: OpenCheckpoint turns them back into a Checkpoint.
+	Note []byte `json:"note"`
+}
+
+// InclusionProof proves that one event is in the log of a given size.
+type InclusionProof struct {
+	Index    uint64      `json:"index"`     // the event's leaf index: its Seq-1 (see LogOffset)
+	TreeSize uint64      `json:"tree_size"` // the size of the checkpoint it proves against
+	Leaf     []byte      `json:"leaf"`      // the event's leaf bytes (EventLeaf)
+	Hashes   []tlog.Hash `json:"hashes"`    // the RFC 6962 audit path, as tlog.ProveRecord returns it
+}
+
+// ConsistencyProof proves that the log at NewSize extends the log at
+// OldSize: every event of the older tree is in the newer, unchanged.
+type ConsistencyProof struct {
+	OldSize uint64      `json:"old_size"`
+	NewSize uint64      `json:"new_size"`
+	Hashes  []tlog.Hash `json:"hashes"` // as tlog.ProveTree returns it
+}
+
+// NewLogKey generates an Ed25519 key pair for signing the audit log's
+// checkpoints, in golang.org/x/mod/sumdb/note's text forms. name is the
+// log's origin, conventionally a host name and path ("example.com/audit").
+// Put signerKey in Config.LogKey and keep it secret; publish verifierKey.
+func NewLogKey(name string) (signerKey, verifierKey string, err error) {
+	return note.GenerateKey(rand.Reader, name)
+}
+
+// logKeys turns Config.LogKey into a signer and the verifier of its public
+// key.
+func logKeys(skey string) (note.Signer, note.Verifier, string, error) {
+	signer, err := note.NewSigner(skey)
+	if err != nil {
+		return nil, nil, "", invalid("Config.LogKey: %v", err)
+	}
+	// PRIVATE+KEY+<name>+<hash>+<base64(1 || ed25519 seed)>
+	parts := strings.SplitN(skey, "+", 5) // a name holds no '+'; the key's base64 may
+	raw, err := base64.StdEncoding.DecodeString(parts[len(parts)-1])
+	if err != nil || len(raw) != 1+ed25519.SeedSize || raw[0] != 1 {
+		return nil, nil, "", invalid("Config.LogKey: not an Ed25519 note key")
+	}
+	pub := ed25519.NewKeyFromSeed(raw[1:]).Public().(ed25519.PublicKey)
+	vkey, err := note.NewEd25519VerifierKey(signer.Name(), pub)
+	if err != nil {
+		return nil, nil, "", invalid("Config.LogKey: %v", err)
+	}
+	v, err := note.NewVerifier(vkey)
+	if err != nil || v.KeyHash() != signer.KeyHash() {
+		return nil, nil, "", invalid("Config.LogKey: its public key does not match")
+	}
+	return signer, v, vkey, nil
+}
+
+// LogVerifierKey returns the public key of Config.LogKey in note's text
+// form — what a third party passes to OpenCheckpoint — or "" when no key is
+// configured.
+func (s *Switchboard) LogVerifierKey() string { return s.logVKey }
+
+// Checkpoint returns a signed checkpoint of the audit log as it is now:
+// the latest stored one if the log has not grown since, else a new one,
+// signed with Config.LogKey and stored (VerifyAudit checks the log against
+// it). It needs Config.LogKey (ErrNoLogKey). Reap signs one whenever the
+// log grew, so the stored one is never older than a reap interval.
+// Events still waiting for the sequencer (see Subscribe) are not in it yet.
+func (s *Switchboard) Checkpoint(ctx context.Context) (Checkpoint, error) {
+	if s.logSigner == nil {
+		return Checkpoint{}, ErrNoLogKey
+	}
+	var cp Checkpoint
+	fresh := false
+	err := s.view(ctx, func(t *txn) error {
+		var err error
+		cp, fresh, err = s.storedCheckpoint(t)
+		return err
+	})
+	if err != nil || fresh {
+		return cp, wrapErr("checkpoint", err)
+	}
+	err = s.update(ctx, func(t *txn) error {
+		var err error
+		cp, err = s.signCheckpoint(t)
+		return err
+	})
+	return cp, wrapErr("checkpoint", err)
+}
+
+// storedCheckpoint returns the stored checkpoint and whether it covers the
+// whole log.
+func (s *Switchboard) storedCheckpoint(t *txn) (Checkpoint, bool, error) {
+	st, err := t.logState()
+	if err != nil {
+		return Checkpoint{}, false, err
+	}
+	b, err := t.tx.Get(tMeta, []byte(checkpointKey))
+	if errors.Is(err, store.ErrNotFound) {
+		return Checkpoint{}, false, nil
+	}
+	if err != nil {
+		return Checkpoint{}, false, err
+	}
+	cp, err := openCheckpoint(b, s.logVerifier)
+	if err != nil {
+		return Checkpoint{}, false, fmt.Errorf("the stored checkpoint: %w", err)
+	}
+	return cp, cp.Size == st.Size, nil
+}
+
+// signCheckpoint signs and stores a checkpoint of the log as t sees it,
+// unless the stored one already covers it.
+func (s *Switchboard) signCheckpoint(t *txn) (Checkpoint, error) {
+	cp, fresh, err := s.storedCheckpoint(t)
+	if err != nil || fresh {
+		return cp, err
+	}
+	st, err := t.logState()
+	if err != nil {
+		return Checkpoint{}, err
+	}
+	root, err := treeHash(st.Size, t.hashes())
+	if err != nil {
+		return Checkpoint{}, err
+	}
+	cp = Checkpoint{Origin: s.logSigner.Name(), Size: st.Size, Root: root}
+	cp.Note, err = note.Sign(&note.Note{Text: checkpointText(cp)}, s.logSigner)
+	if err != nil {
+		return Checkpoint{}, fmt.Errorf("sign checkpoint: %w", err)
+	}
+	return cp, t.tx.Put(tMeta, []byte(checkpointKey), cp.Note)
+}
+
+// treeHash is tlog.TreeHash, with the empty tree's root (the hash of
+// nothing, RFC 6962) for size 0.
+func treeHash(size uint64, r tlog.HashReader) (tlog.Hash, error) {
+	if size == 0 {
+		return tlog.Hash(sha256Empty), nil
+	}
+	return tlog.TreeHash(int64(size), r)
+}
+
+// sha256Empty is SHA-256 of the empty string: the root of an empty tree.
+var sha256Empty = [32]byte{0xe3, 0xb0, 0xc4, 0x42, 0x98, 0xfc, 0x1c, 0x14, 0x9a, 0xfb, 0xf4, 0xc8, 0x99, 0x6f, 0xb9, 0x24,
+	0x27, 0xae, 0x41, 0xe4, 0x64, 0x9b, 0x93, 0x4c, 0xa4, 0x95, 0x99, 0x1b, 0x78, 0x52, 0xb8, 0x55}
+
+func checkpointText(cp Checkpoint) string {
+	return fmt.Sprintf("%s\n%d\n%s\n", cp.Origin, cp.Size, base64.StdEncoding.EncodeToString(cp.Root[:]))
+}
+
+// OpenCheckpoint verifies a checkpoint's signature with the log's public
+// key (verifierKey, as LogVerifierKey returns it) and returns what it
+// states. It needs nothing from the store: a third party keeps the note's
+// bytes and the key, and checks proofs against the result.
+func OpenCheckpoint(signed []byte, verifierKey string) (Checkpoint, error) {
+	v, err := note.NewVerifier(verifierKey)
+	if err != nil {
+		return Checkpoint{}, fmt.Errorf("switchboard: open checkpoint: %w: verifier key: %v", ErrInvalidArgument, err)
+	}
+	cp, err := openCheckpoint(signed, v)
+	if err != nil {
+		return Checkpoint{}, fmt.Errorf("switchboard: open checkpoint: %w", err)
+	}
+	return cp, nil
+}
+
+// openCheckpoint checks signed with v (nil: no key configured, so only the
+// text is read) and parses its text strictly: three lines, the origin being
+// the key's name, a decimal size without sign or leading zeros, a root of
+// exactly 32 bytes in standard base64.
+func openCheckpoint(signed []byte, v note.Verifier) (Checkpoint, error) {
+	var text string
+	if v != nil {
+		n, err := note.Open(signed, note.VerifierList(v))
+		if err != nil {
+			return Checkpoint{}, fmt.Errorf("%w: signature: %v", ErrProof, err)
+		}
+		text = n.Text
+	} else {
+		i := bytes.Index(signed, []byte("\n\n"))
+		if i < 0 {
+			return Checkpoint{}, fmt.Errorf("%w: not a signed note", ErrProof)
+		}
+		text = string(signed[:i+1])
+	}
+	lines := strings.Split(text, "\n")
+	if len(lines) != 4 || lines[3] != "" {
+		return Checkpoint{}, fmt.Errorf("%w: a checkpoint is three lines", ErrProof)
+	}
+	if v != nil && lines[0] != v.Name() {
+		return Checkpoint{}, fmt.Errorf("%w: origin %q is not the key's name %q", ErrProof, lines[0], v.Name())
+	}
+	size, err := strconv.ParseUint(lines[1], 10, 64)
+	if err != nil || strconv.FormatUint(size, 10) != lines[1] {
+		return Checkpoint{}, fmt.Errorf("%w: size %q", ErrProof, lines[1])
+	}
+	root, err := base64.StdEncoding.Strict().DecodeString(lines[2])
+	if err != nil || len(root) != tlog.HashSize {
+		return Checkpoint{}, fmt.Errorf("%w: root hash %q", ErrProof, lines[2])
+	}
+	cp := Checkpoint{Origin: lines[0], Size: size, Note: bytes.Clone(signed)}
+	copy(cp.Root[:], root)
+	return cp, nil
+}
+
+// LogOffset returns how the seqs of events map to the tree's leaves: event
+// seq is leaf seq-1-offset. It is 0 but in a store upgraded from the
+// hash-chained layout after retention had purged events (their seqs are
+// not in the tree).
+func (s *Switchboard) LogOffset(ctx context.Context) (uint64, error) {
+	var off uint64
+	err := s.view(ctx, func(t *txn) error {
+		st, err := t.logState()
+		if err == nil {
+			off = st.Offset
+		}
+		return err
+	})
+	return off, wrapErr("log offset", err)
+}
+
+// ProveEvent returns the proof that event seq is in the log of treeSize
+// events — the Size of a checkpoint the caller holds (0 means the log's
+// current size). The proof carries the event's leaf, so VerifyInclusion
+// needs only it and the checkpoint.
+func (s *Switchboard) ProveEvent(ctx context.Context, seq, treeSize uint64) (InclusionProof, error) {
+	var p InclusionProof
+	err := s.view(ctx, func(t *txn) error {
+		st, err := t.logState()
+		if err != nil {
+			return err
+		}
+		if treeSize == 0 {
+			treeSize = st.Size
+		}
+		if treeSize > st.Size {
+			return invalid("tree size %d is larger than the log (%d events)", treeSize, st.Size)
+		}
+		if seq <= st.Offset || seq-st.Offset > treeSize {
+			return notFound("event")
+		}
+		n := seq - st.Offset - 1
+		if n < st.Purged {
+			return fmt.Errorf("%w: event %d (prove it from the archive)", ErrEventPurged, seq)
+		}
+		v, err := t.tx.Get(tEvents, be64b(seq))
+		if errors.Is(err, store.ErrNotFound) {
+			return notFound("event")
+		}
+		if err != nil {
+			return err
+		}
+		leaf, _, err := splitEventValue(n, v)
+		if err != nil {
+			return fmt.Errorf("event %d: %w", seq, err)
+		}
+		hashes, err := tlog.ProveRecord(int64(treeSize), int64(n), t.hashes())
+		if errors.Is(err, errHashGone) {
+			return fmt.Errorf("%w: event %d", ErrEventPurged, seq)
+		}
+		if err != nil {
+			return err
+		}
+		p = InclusionProof{Index: n, TreeSize: treeSize, Leaf: leaf, Hashes: hashes}
+		return nil
+	})
+	return p, wrapErr("prove event", err)
+}
+
+// ProveConsistency returns the proof that the log of newSize events (0:
+// its current size) extends the log of oldSize events, as two checkpoints
+// state them.
+func (s *Switchboard) ProveConsistency(ctx context.Context, oldSize, newSize uint64) (ConsistencyProof, error) {
+	var p ConsistencyProof
+	err := s.view(ctx, func(t *txn) error {
+		st, err := t.logState()
+		if err != nil {
+			return err
+		}
+		if newSize == 0 {
+			newSize = st.Size
+		}
+		if newSize > st.Size || oldSize > newSize || oldSize == 0 {
+			return invalid("sizes %d and %d: want 0 < old ≤ new ≤ %d", oldSize, newSize, st.Size)
+		}
+		hashes, err := tlog.ProveTree(int64(newSize), int64(oldSize), t.hashes())
+		if errors.Is(err, errHashGone) {
+			return fmt.Errorf("%w: the log of %d events (prove it from the archive)", ErrEventPurged, oldSize)
+		}
+		if err != nil {
+			return err
+		}
+		p = ConsistencyProof{OldSize: oldSize, NewSize: newSize, Hashes: hashes}
+		return nil
+	})
+	return p, wrapErr("prove consistency", err)
+}
+
+// VerifyInclusion checks that p proves its event is in the log cp states,
+// and returns the event. cp must come from OpenCheckpoint (or Checkpoint),
+// which checked its signature; nothing else is trusted.
+func VerifyInclusion(cp Checkpoint, p InclusionProof) (Event, error) {
+	if p.TreeSize != cp.Size {
+		return Event{}, fmt.Errorf("switchboard: verify inclusion: %w: the proof is for a log of %d events, the checkpoint states %d", ErrProof, p.TreeSize, cp.Size)
+	}
+	if p.Index >= cp.Size {
+		return Event{}, fmt.Errorf("switchboard: verify inclusion: %w: leaf %d is outside a log of %d events", ErrProof, p.Index, cp.Size)
+	}
+	if err := tlog.CheckRecord(p.Hashes, int64(cp.Size), cp.Root, int64(p.Index), tlog.RecordHash(p.Leaf)); err != nil {
+		return Event{}, fmt.Errorf("switchboard: verify inclusion: %w: leaf %d: %v", ErrProof, p.Index, err)
+	}
+	e, err := parseLeaf(p.Leaf)
+	if err != nil {
+		return Event{}, fmt.Errorf("switchboard: verify inclusion: %w: %v", ErrProof, err)
+	}
+	return e, nil
+}
+
+// VerifyConsistency checks that p proves the log newer states extends the
+// log older states. Both must come from OpenCheckpoint.
+func VerifyConsistency(older, newer Checkpoint, p ConsistencyProof) error {
+	if p.OldSize != older.Size || p.NewSize != newer.Size {
+		return fmt.Errorf("switchboard: verify consistency: %w: the proof is for sizes %d and %d, the checkpoints state %d and %d",
+			ErrProof, p.OldSize, p.NewSize, older.Size, newer.Size)
+	}
+	if older.Origin != newer.Origin {
+		return fmt.Errorf("switchboard: verify consistency: %w: checkpoints of two logs (%q, %q)", ErrProof, older.Origin, newer.Origin)
+	}
+	if older.Size == 0 || older.Size > newer.Size {
+		return fmt.Errorf("switchboard: verify consistency: %w: sizes %d and %d", ErrProof, older.Size, newer.Size)
+	}
+	if err := tlog.CheckTree(p.Hashes, int64(newer.Size), newer.Root, int64(older.Size), older.Root); err != nil {
+		return fmt.Errorf("switchboard: verify consistency: %w: %v", ErrProof, err)
+	}
+	return nil
+}

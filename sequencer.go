@@ -1,0 +1,164 @@
+// The sequencer: on a store whose writers run concurrently (store.Appender)
+// events commit pending, and one sequencer at a time — in whichever process
+// holds its lease — moves them into the audit log after commit, in batches.
+
+package switchboard
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/switchboardhq/switchboard/store"
+)
+
+const (
+	// pendingKey is the waker key (and store notification) that says
+	// events wait for the sequencer. Queue keys start "p:" or "h:", so it
+	// is no queue's.
+	pendingKey = "s:pending"
+	// sequencerKey is the tMeta key of the sequencer's lease: the holder's
+	// id and when the lease ends.
+	sequencerKey = "sequencer"
+	// sequenceBatch bounds the events one sequencing transaction moves.
+	sequenceBatch = 256
+)
+
+// sequencer is a Switchboard's part in sequencing: its holder id and its
+// loop.
+type sequencer struct {
+	id   string
+	stop context.CancelFunc
+	done chan struct{}
+}
+
+// startSequencer runs the sequencing loop until Close.
+func (s *Switchboard) startSequencer() {
+	ctx, cancel := context.WithCancel(context.Background())
+	s.seq = &sequencer{id: newID("seq"), stop: cancel, done: make(chan struct{})}
+	go s.sequenceLoop(ctx)
+}
+
+// sequenceLoop sequences whenever events are committed pending — in this
+// process (a local wake) or another (a store notification) — and at least
+// every PollInterval or SequencerLease, whichever is shorter, so a lease
+// left by a process that died is taken over soon after it runs out.
+func (s *Switchboard) sequenceLoop(ctx context.Context) {
+	defer close(s.seq.done)
+	for {
+		woken := s.commits.wait(pendingKey) // before looking: no commit is missed
+		n, err := s.sequence(ctx)
+		switch {
+		case ctx.Err() != nil || isClosed(err):
+			return
+		case err != nil:
+			s.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "switchboard: sequencing the audit log failed; retrying",
+				slog.String("error", err.Error()), slog.Duration("retry_in", s.cfg.PollInterval))
+		case n > 0:
+			continue // more may be waiting
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-woken:
+		case <-s.cfg.Clock.After(min(s.cfg.PollInterval, s.cfg.SequencerLease)):
+		}
+	}
+}
+
+// sequence moves up to sequenceBatch pending events into the log, in the
+// order of their keys, if this Switchboard holds the sequencer's lease or
+// can take it (it is free or ran out); taking or keeping it is part of the
+// same transaction, so two processes never sequence at once. It returns
+// how many events it moved.
+func (s *Switchboard) sequence(ctx context.Context) (int, error) {
+	n := 0
+	err := s.update(ctx, func(t *txn) error {
+		n = 0
+		holder, until, err := t.sequencerLease()
+		if err != nil {
+			return err
+		}
+		if holder != s.seq.id && t.now.Before(until) {
+			return nil // another process sequences
+		}
+		var keys [][]byte
+		var evs []Event
+		var bad error
+		err = t.tx.Scan(tPending, nil, nil, func(k, v []byte) bool {
+			e, err := parseLeaf(v)
+			if err != nil {
+				bad = fmt.Errorf("pending audit event %x: %w", k, err)
+				return false
+			}
+			keys, evs = append(keys, k), append(evs, e)
+			return len(evs) < sequenceBatch
+		})
+		if err != nil {
+			return err
+		}
+		if bad != nil {
+			return bad
+		}
+		if len(evs) == 0 {
+			return nil
+		}
+		if err := t.tx.Put(tMeta, []byte(sequencerKey), encodeLease(s.seq.id, t.now.Add(s.cfg.SequencerLease))); err != nil {
+			return err
+		}
+		for _, k := range keys {
+			if err := t.tx.Delete(tPending, k); err != nil {
+				return err
+			}
+		}
+		if err := t.integrate(evs); err != nil {
+			return err
+		}
+		t.logged, n = len(evs), len(evs)
+		return nil
+	})
+	return n, wrapErr("sequence audit events", err)
+}
+
+// sequencerLease returns the lease's holder and end (zero if never taken).
+func (t *txn) sequencerLease() (string, time.Time, error) {
+	b, err := t.tx.Get(tMeta, []byte(sequencerKey))
+	if errors.Is(err, store.ErrNotFound) {
+		return "", time.Time{}, nil
+	}
+	if err != nil {
+		return "", time.Time{}, err
+	}
+	if len(b) < 8 {
+		return "", time.Time{}, errors.New("sequencer lease record too short")
+	}
+	return string(b[8:]), time.Unix(0, int64(binary.BigEndian.Uint64(b))), nil
+}
+
+// encodeLease is the lease record: its end in Unix nanoseconds (8 bytes),
+// then the holder's id.
+func encodeLease(holder string, until time.Time) []byte {
+	return append(binary.BigEndian.AppendUint64(nil, uint64(until.UnixNano())), holder...)
+}
+
+// Close stops what New started for this Switchboard — its part in
+// sequencing the audit log and its subscription to the store's
+// notifications — and waits for it. It does not close the store, which the
+// caller owns. Calls made after Close still work, but blocked claims and
+// subscriptions no longer hear of other processes' commits before their
+// next poll. Close is idempotent.
+func (s *Switchboard) Close() error {
+	s.closeOnce.Do(func() {
+		if s.seq != nil {
+			s.seq.stop()
+			<-s.seq.done
+		}
+		if s.unwatch != nil {
+			s.unwatch()
+		}
+	})
+	return nil
+}
