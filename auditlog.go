@@ -145,6 +145,20 @@ func (t *txn) integrate(evs []Event) error {
 	if err != nil {
 		return err
 	}
+	if p, ok := t.tx.(store.Prefetcher); ok && len(evs) > 1 {
+		// A server store: fetch the records holding the hashes the new
+		// leaves will build on (the tree's frontier) in one round trip.
+		var keys [][]byte
+		for _, x := range frontierIndexes(st.Size) {
+			level, k := tlog.SplitStoredHashIndex(x)
+			if n := uint64(k+1)<<level - 1; n >= st.Purged {
+				keys = append(keys, be64b(st.Offset+n+1))
+			}
+		}
+		if err := p.Prefetch(tEvents, keys); err != nil {
+			return err
+		}
+	}
 	for i := range evs {
 		e := &evs[i]
 		n := st.Size

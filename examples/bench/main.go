@@ -45,7 +45,7 @@ var (
 	big     = flag.Int("big", 1_000_000, "ready todos for the large-queue claim figure")
 	steady  = flag.Int("steady", 1_000_000, "todos created and completed for the steady-state size figure")
 	cpuProf = flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
-	only    = flag.String("only", "", "run only the rows whose group is this (raw, create, lifecycle, claim, token, size)")
+	only    = flag.String("only", "", "run only the rows whose group is this (raw, create, lifecycle, claim, token, size, proof)")
 )
 
 var ctx = context.Background()
@@ -101,7 +101,7 @@ func main() {
 		fn   func()
 	}{
 		{"raw", b.raw}, {"create", b.create}, {"lifecycle", b.lifecycle},
-		{"claim", b.claim}, {"token", b.token}, {"size", b.size},
+		{"claim", b.claim}, {"token", b.token}, {"size", b.size}, {"proof", b.proof},
 	}
 	for _, g := range groups {
 		if *only != "" && *only != g.name {
@@ -449,6 +449,45 @@ func (b *bench) claim() {
 	add("Claim, 1,000 ready", base, "µs", "", 0, "")
 	addPaired("Claim, 50,000 delayed ahead + 1,000 ready", median(times[1]), "µs", "1,000 ready", base, median(ratios[1]), "≤ 1.2×")
 	addPaired(fmt.Sprintf("Claim, %d ready", *big), median(times[2]), "µs", "1,000 ready", base, median(ratios[2]), "≤ 1.3×")
+}
+
+// proof measures the audit log's proofs over a log of at least -big
+// events (one per todo created): producing an inclusion proof for a random
+// event against a signed checkpoint, verifying it with the public key
+// alone, and VerifyAudit's rebuild of the whole tree.
+func (b *bench) proof() {
+	st, s := b.fill(*big, func(int) switchboard.NewTodo { return switchboard.NewTodo{} })
+	defer func() { must(st.Close()) }()
+	skey, vkey, err := switchboard.NewLogKey("bench.example/log")
+	must(err)
+	sb, err := switchboard.New(st, &switchboard.Config{LogKey: skey, Clock: s.clock})
+	must(err)
+	defer sb.Close()
+	signed, err := sb.Checkpoint(ctx)
+	must(err)
+	cp, err := switchboard.OpenCheckpoint(signed.Note, vkey)
+	must(err)
+	const n = 2000
+	proofs := make([]switchboard.InclusionProof, n)
+	t0 := time.Now()
+	for i := range proofs {
+		seq := 1 + uint64(i)*(cp.Size-1)/(n-1) // spread over the whole log
+		proofs[i], err = sb.ProveEvent(ctx, seq, cp.Size)
+		must(err)
+	}
+	prove := time.Since(t0)
+	t0 = time.Now()
+	for _, p := range proofs {
+		_, err := switchboard.VerifyInclusion(cp, p)
+		must(err)
+	}
+	verify := time.Since(t0)
+	add(fmt.Sprintf("ProveEvent, log of %d events", cp.Size), float64(prove.Microseconds())/n, "µs", "", 0, "≤ 1,000 µs")
+	add("VerifyInclusion (public key only)", float64(verify.Microseconds())/n, "µs", "", 0, "≤ 100 µs")
+	t0 = time.Now()
+	rep, err := sb.VerifyAudit(ctx, cp)
+	must(err)
+	add(fmt.Sprintf("VerifyAudit, %d events", rep.Events), float64(rep.Events)/time.Since(t0).Seconds(), "events/s", "", 0, "")
 }
 
 // token measures Request and VerifyHuman against go-oidc's Verify of the

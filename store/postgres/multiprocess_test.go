@@ -9,19 +9,23 @@ package postgres_test
 import (
 	"bufio"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchboardhq/switchboard"
+	"github.com/switchboardhq/switchboard/store"
 	"github.com/switchboardhq/switchboard/store/postgres"
 	"github.com/switchboardhq/switchboard/switchboardtest"
 )
@@ -36,7 +40,9 @@ type childConfig struct {
 	ClientID     string             `json:"client_id"`
 	Quotas       switchboard.Quotas `json:"quotas"`
 	PollInterval time.Duration      `json:"poll_interval"`
-	Options      postgres.Options   `json:"options"`
+	// SequencerLease is the audit log sequencer's lease (Config).
+	SequencerLease time.Duration    `json:"sequencer_lease,omitempty"`
+	Options        postgres.Options `json:"options"`
 	// AnnounceWaits makes the child write {"id":"waiting"} whenever the
 	// library starts a wait of PollInterval on its clock (a blocking claim
 	// that found its queue empty; the audit log's sequencer waits less),
@@ -75,7 +81,8 @@ func (c announcingClock) After(d time.Duration) <-chan time.Time {
 
 // command is one call for a child; answer is its outcome.
 type command struct {
-	Op      string                     `json:"op"` // create, claim, drain, request
+	Op      string                     `json:"op"` // create, claim, drain, request, flood
+	N       int                        `json:"n,omitempty"`
 	Cred    string                     `json:"cred,omitempty"`
 	Queue   string                     `json:"queue,omitempty"`
 	Wait    bool                       `json:"wait,omitempty"`
@@ -122,10 +129,11 @@ func child(raw string) error {
 		clock = announcingClock{out, cfg.PollInterval}
 	}
 	sb, err := switchboard.New(st, &switchboard.Config{
-		Issuers:      []switchboard.Issuer{{URL: cfg.Issuer, ClientID: cfg.ClientID}},
-		Quotas:       cfg.Quotas,
-		PollInterval: cfg.PollInterval,
-		Clock:        clock,
+		Issuers:        []switchboard.Issuer{{URL: cfg.Issuer, ClientID: cfg.ClientID}},
+		Quotas:         cfg.Quotas,
+		PollInterval:   cfg.PollInterval,
+		SequencerLease: cfg.SequencerLease,
+		Clock:          clock,
 	})
 	if err != nil {
 		return err
@@ -165,6 +173,25 @@ func serve(ctx context.Context, sb *switchboard.Switchboard, c command) answer {
 		a.ID = t.ID
 	case "drain":
 		a.Leases, err = drain(ctx, sb, cred, c.Queue, c.Workers)
+	case "flood":
+		// c.N creates from c.Workers goroutines, for a parent that kills
+		// the process in the middle of them.
+		var wg sync.WaitGroup
+		var next atomic.Int64
+		var failed atomic.Pointer[error]
+		for range c.Workers {
+			wg.Go(func() {
+				for i := next.Add(1); i <= int64(c.N) && failed.Load() == nil; i = next.Add(1) {
+					if _, _, cerr := sb.CreateFor(ctx, cred, c.Queue, switchboard.NewTodo{Kind: "flood"}); cerr != nil {
+						failed.Store(&cerr)
+					}
+				}
+			})
+		}
+		wg.Wait()
+		if e := failed.Load(); e != nil {
+			err = *e
+		}
 	case "request":
 		var e switchboard.Edge
 		e, _, err = sb.Request(ctx, *c.Request)
@@ -318,6 +345,13 @@ func (p *proc) recv() answer {
 
 func (p *proc) call(c command) answer { p.send(c); return p.recv() }
 
+// kill ends the child with SIGKILL, whatever it is doing.
+func (p *proc) kill() {
+	_ = p.cmd.Process.Kill()
+	_ = p.cmd.Wait()
+	p.in = nil
+}
+
 func (p *proc) stop() {
 	if p.in != nil {
 		_ = p.in.Close()
@@ -389,9 +423,96 @@ func TestMultiProcessLeasesAreExclusive(t *testing.T) {
 	list, err := d.sb.List(ctx, d.workerCred(), "inbox", &switchboard.ListOptions{State: switchboard.TodoDone, Limit: n + 1})
 	require.NoError(t, err)
 	require.Len(t, list, n, "every todo done")
-	rep, err := d.sb.VerifyAudit(ctx)
+	rep := sequenced(t, d.sb, d.st)
+	require.Greater(t, rep.Events, uint64(3*n), "create, claim and complete of each todo are in the log")
+}
+
+// sequenced waits until no audit event is pending (read from the raw
+// store) and returns VerifyAudit's report of the whole log.
+func sequenced(t *testing.T, sb *switchboard.Switchboard, st store.Store) switchboard.AuditReport {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		pending := false
+		require.NoError(t, st.View(context.Background(), func(tx store.Tx) error {
+			return tx.Scan("events_pending", nil, nil, func(_, _ []byte) bool { pending = true; return false })
+		}))
+		return !pending
+	}, 60*time.Second, 5*time.Millisecond, "audit events stay pending")
+	rep, err := sb.VerifyAudit(context.Background())
 	require.NoError(t, err)
-	require.Greater(t, rep.Events, uint64(3*n), "create, claim and complete of each todo are in the chain")
+	return rep
+}
+
+// The process that sequences the audit log is killed in the middle of its
+// work: another process takes the sequencer over once the lease runs out,
+// and the log has every event of every committed change once, without a
+// gap.
+func TestMultiProcessSequencerTakeover(t *testing.T) {
+	d := newDeployment(t, switchboard.Quotas{}, time.Second)
+	d.cfg.SequencerLease = 300 * time.Millisecond
+	require.NoError(t, d.sb.Close())
+	var err error
+	d.sb, err = switchboard.New(d.st, &switchboard.Config{Issuers: []switchboard.Issuer{d.iss.Config()}, SequencerLease: d.cfg.SequencerLease})
+	require.NoError(t, err)
+	_, friend, _ := d.friend()
+	ctx := context.Background()
+	before := sequenced(t, d.sb, d.st)
+	// The parent stops sequencing; the child takes over once the
+	// parent's lease has run out, and floods.
+	require.NoError(t, d.sb.Close())
+	p := d.start()
+	started := time.Now()
+	p.send(command{Op: "flood", Cred: string(friend), Queue: "inbox", N: 1_000_000, Workers: 8})
+	require.Eventually(t, func() bool {
+		n := 0 // events in the log past the setup's, read from the raw store
+		require.NoError(t, d.st.View(ctx, func(tx store.Tx) error {
+			return tx.Scan("events", binary.BigEndian.AppendUint64(nil, before.Last+1), nil, func(_, _ []byte) bool { n++; return n < 500 })
+		}))
+		return n >= 500
+	}, 60*time.Second, 5*time.Millisecond, "the child sequences its events")
+	time.Sleep(time.Duration(rand.IntN(20)) * time.Millisecond) // some random point of its work
+	p.kill()
+	t.Logf("child killed %v after it started", time.Since(started))
+
+	var after *switchboard.Switchboard
+	after, err = switchboard.New(d.st, &switchboard.Config{Issuers: []switchboard.Issuer{d.iss.Config()}, SequencerLease: d.cfg.SequencerLease})
+	require.NoError(t, err)
+	defer after.Close()
+	t0 := time.Now()
+	rep := sequenced(t, after, d.st)
+	t.Logf("sequenced %d events %v after the kill", rep.Events, time.Since(t0))
+	evs, err := after.Events(ctx, 0, int(rep.Last)+1)
+	require.NoError(t, err)
+	created := map[string]int{}
+	for i, e := range evs {
+		require.Equal(t, uint64(i+1), e.Seq, "gapless")
+		if e.Type == switchboard.EventTodoCreated && e.Queue == "bob-desk/inbox" {
+			created[e.Todo]++
+		}
+	}
+	require.Greater(t, len(created), 500)
+	for id, n := range created {
+		require.Equal(t, 1, n, "todo %s's creation logged %d times", id, n)
+	}
+	// Every todo committed has its event, and every logged creation its
+	// todo: the queue holds exactly the todos the log created.
+	w := d.workerCred()
+	stored := map[string]bool{}
+	for page := (&switchboard.ListOptions{Limit: 1000}); ; {
+		todos, err := after.List(ctx, w, "inbox", page)
+		require.NoError(t, err)
+		for _, td := range todos {
+			stored[td.ID] = true
+		}
+		if len(todos) < page.Limit {
+			break
+		}
+		page.After = todos[len(todos)-1].ID
+	}
+	require.Len(t, stored, len(created))
+	for id := range created {
+		require.True(t, stored[id], "a logged creation whose todo is not there: %s", id)
+	}
 }
 
 // Quotas and replay protection live in the database: a token used in one
