@@ -63,13 +63,27 @@
 //
 // Every record lives in a [store.Store], an ordered transactional key-value
 // interface; each operation is one transaction, so a failure leaves nothing
-// half-written, and every state change appends an [Event] to the audit log
-// in the same transaction. Package store/bolt is the default backend (a
-// bbolt file, with a write-ahead log beside it while open) and store/memory
-// serves tests. Several Switchboard
-// values may share one store; several processes share one through
-// store/postgres (its own module), which also wakes blocked claims and
-// subscriptions in every process when another commits (store.Watcher).
+// half-written, and every state change commits an [Event] in the same
+// transaction. Package store/bolt is the default backend (a bbolt file, with
+// a write-ahead log beside it while open) and store/memory serves tests.
+// Several Switchboard values may share one store; several processes share
+// one through store/postgres (its own module), which also wakes blocked
+// claims and subscriptions in every process when another commits
+// (store.Watcher). Call [Switchboard.Close] when done with a Switchboard.
+//
+// # The audit log
+//
+// Events form a Merkle tree (RFC 6962/9162, golang.org/x/mod/sumdb/tlog),
+// numbered without gaps. [Switchboard.Checkpoint] signs its size and root
+// hash as a C2SP checkpoint with Config.LogKey ([NewLogKey]);
+// [Switchboard.ProveEvent] and [Switchboard.ProveConsistency] make proofs
+// that a third party checks with the public key alone ([OpenCheckpoint],
+// [VerifyInclusion], [VerifyConsistency]); [Switchboard.VerifyAudit]
+// rebuilds the tree from the stored events and names the first damaged
+// position. On a store whose writers run concurrently (store.Appender:
+// PostgreSQL) events commit pending and one sequencer at a time, on a
+// lease any process can take over, adds them to the tree right after
+// commit; elsewhere they are added in the committing transaction.
 //
 // # Testing
 //

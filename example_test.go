@@ -234,3 +234,79 @@ func ExampleSwitchboard_Claim() {
 	// claimed: Hotel attempt 1
 	// switchboard: claim: queue empty
 }
+
+// A human keeps a signed checkpoint and a proof of their approval; later,
+// with the log's public key alone, they check that the approval is in the
+// log and that the log has only grown since.
+func ExampleVerifyInclusion() {
+	ctx := context.Background()
+	iss, err := switchboardtest.NewIssuer("my-client-id")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer iss.Close()
+	// The host's log key: the private half in its configuration, the
+	// public half published.
+	skey, vkey, err := switchboard.NewLogKey("audit.example.com/switchboard")
+	if err != nil {
+		log.Fatal(err)
+	}
+	sb, err := switchboard.New(memory.New(), &switchboard.Config{Issuers: []switchboard.Issuer{iss.Config()}, LogKey: skey})
+	if err != nil {
+		log.Fatal(err)
+	}
+	bob := iss.Human("bob")
+	if _, err := sb.Publish(ctx, switchboard.Persona{ID: "bob-desk", Owner: bob, Discoverable: true,
+		Card: switchboard.PersonaCard("Bob's desk", "Pays invoices", "1.0", "https://hub.example/agents/bob-desk")}); err != nil {
+		log.Fatal(err)
+	}
+	grant, _, err := sb.Vend(ctx, bob, switchboard.VendRequest{Agent: "bob-desk",
+		Scope: switchboard.Scope{{Queue: "invoices", Verbs: []switchboard.Verb{switchboard.VerbClaim}}}})
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	// Bob keeps a checkpoint and the proof of the event that minted it.
+	evs, err := sb.Events(ctx, 0, 100)
+	if err != nil {
+		log.Fatal(err)
+	}
+	minted := evs[len(evs)-1]
+	cp, err := sb.Checkpoint(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	proof, err := sb.ProveEvent(ctx, minted.Seq, cp.Size)
+	if err != nil {
+		log.Fatal(err)
+	}
+	kept := cp.Note // bytes Bob stores wherever he likes
+
+	// Later, and elsewhere: the note's signature and the proof.
+	old, err := switchboard.OpenCheckpoint(kept, vkey)
+	if err != nil {
+		log.Fatal(err)
+	}
+	ev, err := switchboard.VerifyInclusion(old, proof)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("in the log:", ev.Type, ev.Grant == grant.ID)
+
+	// The log grows; today's checkpoint extends the kept one.
+	if err := sb.Revoke(ctx, bob, grant.ID); err != nil {
+		log.Fatal(err)
+	}
+	today, err := sb.Checkpoint(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	p, err := sb.ProveConsistency(ctx, old.Size, today.Size)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("only appended since:", switchboard.VerifyConsistency(old, today, p) == nil)
+	// Output:
+	// in the log: grant.minted true
+	// only appended since: true
+}

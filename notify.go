@@ -83,8 +83,9 @@ func (sub *Subscription) Last() uint64 {
 // Subscribe follows the audit log from the event after seq `after` (0: from
 // the start; pass the Seq of the last event handled to resume), delivering
 // the events filter matches on the returned Subscription's channel. Events
-// are read from the store, so they are delivered strictly after their
-// commit, in commit order, and never block or fail a transaction: a slow
+// are read from the log, so they are delivered strictly after their commit,
+// in log order (on a store with a sequencer, once it has added them: right
+// after commit), and never block or fail a transaction: a slow
 // reader only lags, and loses nothing while the log holds the events. A
 // commit in this process wakes the subscription at once; one made by
 // another process on the same store too if the store announces commits

@@ -51,10 +51,17 @@ func run(ctx context.Context) error {
 		return err
 	}
 	defer iss.Close()
-	sb, err := switchboard.New(st, &switchboard.Config{Issuers: []switchboard.Issuer{iss.Config()}})
+	// The audit log's signing key: a real host keeps the private half in
+	// its secrets and publishes the public half.
+	logKey, logPub, err := switchboard.NewLogKey("quickstart.example/audit")
 	if err != nil {
 		return err
 	}
+	sb, err := switchboard.New(st, &switchboard.Config{Issuers: []switchboard.Issuer{iss.Config()}, LogKey: logKey})
+	if err != nil {
+		return err
+	}
+	defer sb.Close()
 	alice, bob := iss.Human("alice"), iss.Human("bob")
 	fmt.Println("store:", path)
 	fmt.Println("trusted OIDC issuer:", iss.URL())
@@ -174,6 +181,37 @@ func run(ctx context.Context) error {
 	for _, e := range events {
 		fmt.Printf("  %3d %-20s %s\n", e.Seq, e.Type, shortActor(e.Actor, iss.URL()))
 	}
+	// A signed checkpoint of the log, and a proof that Bob's approval is
+	// in it, checked with the public key alone (see docs/audit-log.md).
+	cp, err := sb.Checkpoint(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Print(indent(string(cp.Note)))
+	var approval switchboard.Event
+	for _, e := range events {
+		if e.Type == switchboard.EventEdgeApproved {
+			approval = e
+		}
+	}
+	proof, err := sb.ProveEvent(ctx, approval.Seq, cp.Size)
+	if err != nil {
+		return err
+	}
+	kept, err := switchboard.OpenCheckpoint(cp.Note, logPub)
+	if err != nil {
+		return err
+	}
+	ev, err := switchboard.VerifyInclusion(kept, proof)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("event %d (%s) is in the signed log of %d events\n", ev.Seq, ev.Type, kept.Size)
+	rep, err := sb.VerifyAudit(ctx, kept)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("VerifyAudit: %d events, root %s\n", rep.Events, rep.Root)
 	return nil
 }
 
