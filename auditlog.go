@@ -38,8 +38,9 @@ const (
 	// bytes, big-endian) → the 32-byte hash.
 	tLogHashes = "log_hashes"
 	// tPending holds events committed but not yet in the log, on stores
-	// whose transactions are store.Appenders: store-assigned key → the
-	// event's leaf form with seq 0.
+	// whose transactions are store.Appenders: store-assigned key → one or
+	// more events, each as a uvarint length and its leaf form with seq 0
+	// (a store may join one transaction's appends into one row).
 	tPending = "events_pending"
 
 	logStateKey   = "log"        // tMeta: logState
@@ -115,12 +116,16 @@ func (t *txn) nextTodoSeq() (uint64, error) {
 // sequencer to add after commit (see sequencer.go).
 func (t *txn) flushEvents() error {
 	if a, ok := t.tx.(store.Appender); ok && len(t.events) > 0 {
+		var b, leaf []byte
 		for i := range t.events {
 			e := t.events[i]
 			e.Seq = 0
-			if err := a.Append(tPending, appendLeaf(nil, &e)); err != nil {
-				return fmt.Errorf("append an audit event: %w", err)
-			}
+			leaf = appendLeaf(leaf[:0], &e)
+			b = binary.AppendUvarint(b, uint64(len(leaf)))
+			b = append(b, leaf...)
+		}
+		if err := a.Append(tPending, b); err != nil {
+			return fmt.Errorf("append audit events: %w", err)
 		}
 		t.pending = len(t.events)
 		return nil
@@ -136,6 +141,23 @@ func (t *txn) flushEvents() error {
 		return t.saveLogState()
 	}
 	return nil
+}
+
+// parsePending reads the events of one pending row.
+func parsePending(v []byte) ([]Event, error) {
+	var evs []Event
+	for len(v) > 0 {
+		n, w := binary.Uvarint(v)
+		if w <= 0 || n > uint64(len(v)-w) {
+			return nil, errors.New("pending audit events: bad length")
+		}
+		e, err := parseLeaf(v[w : w+int(n)])
+		if err != nil {
+			return nil, err
+		}
+		evs, v = append(evs, e), v[w+int(n):]
+	}
+	return evs, nil
 }
 
 // integrate appends evs to the log as its next leaves: each gets the next

@@ -299,7 +299,19 @@ func (s *Switchboard) verifyAudit(t *txn, kept []Checkpoint) (AuditReport, error
 			return rep, err
 		}
 	}
-	err = t.tx.Scan(tPending, nil, nil, func(_, _ []byte) bool { rep.Pending++; return true })
+	var bad error
+	err = t.tx.Scan(tPending, nil, nil, func(k, v []byte) bool {
+		evs, err := parsePending(v)
+		if err != nil {
+			bad = &AuditError{Reason: fmt.Sprintf("pending events %x: %v", k, err)}
+			return false
+		}
+		rep.Pending += uint64(len(evs))
+		return true
+	})
+	if err == nil {
+		err = bad
+	}
 	return rep, err
 }
 

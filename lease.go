@@ -86,20 +86,26 @@ func (s *Switchboard) claim(ctx context.Context, c Credential, queue string, n i
 	if err := s.checkLease(o.Lease); err != nil {
 		return nil, err
 	}
-	qk := ""
-	if o.Wait {
-		qk = qkeyOf(s, c, queue)
-	}
+	// The queue key a blocked claim waits on comes from the first look
+	// (its authorization). Once known, the wake-up channel is taken
+	// before each look, so a CreateFor that commits between a look and
+	// the wait is not missed: a claim that finds the queue empty on its
+	// first look looks once more with the channel in hand.
+	var qk string
+	known := false
 	for {
-		// Take the wake-up channel before looking, so a CreateFor that
-		// commits between the look and the wait is not missed.
-		woken := s.wake.wait(qk)
+		var woken <-chan struct{}
+		if known {
+			woken = s.wake.wait(qk)
+		}
 		var got []Claimed
-		err := s.update(ctx, func(t *txn) error {
+		var seen string
+		err := s.updateLocked(ctx, func(t *txn) error {
 			g, qkey, err := s.authorize(t, c, queue, VerbClaim)
 			if err != nil {
 				return err
 			}
+			seen = qkey
 			got, err = s.claimIn(t, g, qkey, n, o.Lease)
 			if err == nil && len(got) == 0 {
 				err = ErrQueueEmpty
@@ -108,6 +114,10 @@ func (s *Switchboard) claim(ctx context.Context, c Credential, queue string, n i
 		})
 		if !o.Wait || !errors.Is(err, ErrQueueEmpty) {
 			return got, err
+		}
+		if !known {
+			qk, known = seen, true
+			continue
 		}
 		select {
 		case <-ctx.Done():
@@ -149,6 +159,12 @@ func (s *Switchboard) claimIn(t *txn, g *grantRec, qkey string, n int, d time.Du
 		if err != nil {
 			return nil, err
 		}
+		if r.State != TodoQueued {
+			// Only a row-locked transaction can read an index entry its
+			// todo has left (the writer that moved it committed after
+			// the entry was read): it is not ready, so not claimed.
+			continue
+		}
 		if err := t.del(tIdx, readyKey(r)); err != nil {
 			return nil, err
 		}
@@ -182,9 +198,12 @@ func (s *Switchboard) claimIn(t *txn, g *grantRec, qkey string, n int, d time.Du
 // order (promote has moved every due one to ready).
 //
 // On a store whose reads are round trips (store.Prefetcher) it looks ahead
-// — up to claimLookahead ids — and fetches their records in one round trip: the claims that follow in the same
-// transaction (a ClaimN, or the next Claims of a group commit) then read
-// them without one each.
+// — up to claimLookahead ids — and fetches their records in one round trip:
+// the claims that follow in the same transaction (a ClaimN, or the next
+// Claims of a group commit) then read them without one each. In a
+// row-locked transaction the look-ahead's index entries are locked too,
+// for this transaction's later claims: other claimers skip them until it
+// commits.
 func (t *txn) firstReady(qkey string, n int) ([]string, error) {
 	p, prefetch := t.tx.(store.Prefetcher)
 	want := n
@@ -193,7 +212,7 @@ func (t *txn) firstReady(qkey string, n int) ([]string, error) {
 	}
 	var ids []string
 	prefix := idxKey(idxReady, qkey, "")
-	err := t.tx.Scan(tIdx, []byte(prefix), prefixEnd(prefix), func(_, v []byte) bool {
+	err := t.scanLocked(tIdx, []byte(prefix), prefixEnd(prefix), want, func(_, v []byte) bool {
 		ids = append(ids, string(v))
 		return len(ids) < want
 	})
@@ -217,7 +236,10 @@ func (t *txn) recoverLeases(qkey string) error {
 	var ids []string
 	prefix := idxKey(idxLease, qkey, "")
 	end := prefix + timeKey(t.now.Add(time.Nanosecond))
-	err := t.tx.Scan(tIdx, []byte(prefix), []byte(end), func(k, _ []byte) bool {
+	if !t.anyIn(tIdx, []byte(prefix), []byte(end)) {
+		return nil
+	}
+	err := t.scanLocked(tIdx, []byte(prefix), []byte(end), 0, func(k, _ []byte) bool {
 		ids = append(ids, string(k[len(prefix)+8:]))
 		return true
 	})
@@ -238,6 +260,9 @@ func (t *txn) expireLease(id string) error {
 	r, err := t.todo(id)
 	if err != nil {
 		return err
+	}
+	if r.State != TodoLeased || t.now.Before(r.LeaseExpiresAt) {
+		return nil // moved on since its entry was read (row-locked transactions only)
 	}
 	if r.Attempts >= r.MaxAttempts {
 		return t.endTodo(r, TodoDead, AttemptLeaseExpired, systemActor, "lease expired on the last attempt")
@@ -312,7 +337,11 @@ func (s *Switchboard) complete(ctx context.Context, c Credential, l Lease, resul
 		return nil, err
 	}
 	var next []Claimed
-	err := s.update(ctx, func(t *txn) error {
+	update := s.update
+	if n > 0 {
+		update = s.updateLocked // it claims: see claimIn
+	}
+	err := update(ctx, func(t *txn) error {
 		next = nil
 		g, r, err := s.leased(t, c, l, VerbComplete)
 		if err != nil {
@@ -488,18 +517,3 @@ func (w *waker) signal(key string) {
 
 // commitsKey is the one key of Switchboard.commits.
 const commitsKey = ""
-
-// qkeyOf is the queue key a blocked Claim waits on: the queue's address
-// under the credential's grant, or "" (woken by nothing but the poll) when
-// the credential does not authenticate — the claim then fails on its own.
-func qkeyOf(s *Switchboard, c Credential, queue string) string {
-	var k string
-	_ = s.view(context.Background(), func(t *txn) error {
-		g, err := t.authenticate(c)
-		if err == nil {
-			k = queueKey(&g.Grant, queue)
-		}
-		return nil
-	})
-	return k
-}

@@ -23,7 +23,8 @@ const (
 	// sequencerKey is the tMeta key of the sequencer's lease: the holder's
 	// id and when the lease ends.
 	sequencerKey = "sequencer"
-	// sequenceBatch bounds the events one sequencing transaction moves.
+	// sequenceBatch is how many events one sequencing transaction moves
+	// at least when there are that many (it takes whole pending rows).
 	sequenceBatch = 256
 )
 
@@ -33,6 +34,9 @@ type sequencer struct {
 	id   string
 	stop context.CancelFunc
 	done chan struct{}
+	// held is when the lease this Switchboard last wrote ends (only the
+	// loop's goroutine touches it).
+	held time.Time
 }
 
 // startSequencer runs the sequencing loop until Close.
@@ -50,7 +54,7 @@ func (s *Switchboard) sequenceLoop(ctx context.Context) {
 	defer close(s.seq.done)
 	for {
 		woken := s.commits.wait(pendingKey) // before looking: no commit is missed
-		n, err := s.sequence(ctx)
+		n, other, err := s.sequence(ctx)
 		switch {
 		case ctx.Err() != nil || isClosed(err):
 			return
@@ -60,11 +64,22 @@ func (s *Switchboard) sequenceLoop(ctx context.Context) {
 		case n > 0:
 			continue // more may be waiting
 		}
+		wait := min(s.cfg.PollInterval, s.cfg.SequencerLease)
+		if other > 0 {
+			// Another process sequences: sleep until its lease may have
+			// run out, not at every commit (the holder is woken too).
+			select {
+			case <-ctx.Done():
+				return
+			case <-s.cfg.Clock.After(other):
+			}
+			continue
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-woken:
-		case <-s.cfg.Clock.After(min(s.cfg.PollInterval, s.cfg.SequencerLease)):
+		case <-s.cfg.Clock.After(wait):
 		}
 	}
 }
@@ -73,11 +88,31 @@ func (s *Switchboard) sequenceLoop(ctx context.Context) {
 // order of their keys, if this Switchboard holds the sequencer's lease or
 // can take it (it is free or ran out); taking or keeping it is part of the
 // same transaction, so two processes never sequence at once. It returns
-// how many events it moved.
-func (s *Switchboard) sequence(ctx context.Context) (int, error) {
+// how many events it moved, or, when another process holds the lease, how
+// long that lease still runs.
+func (s *Switchboard) sequence(ctx context.Context) (moved int, other time.Duration, err error) {
+	// Look first in a read-only snapshot: a process that does not hold
+	// the lease then writes nothing and reads nothing in a write
+	// transaction — on a serializable store its reading the lease there
+	// would make the holder's commits conflict with its own writes.
+	// A holder well inside its lease skips the look (the transaction
+	// checks the lease again anyway).
+	if s.now().Add(s.cfg.SequencerLease / 2).After(s.seq.held) {
+		err = s.view(ctx, func(t *txn) error {
+			holder, until, err := t.sequencerLease()
+			if holder != s.seq.id && t.now.Before(until) {
+				other = until.Sub(t.now) + time.Millisecond
+			}
+			return err
+		})
+		if err != nil || other > 0 {
+			return 0, other, wrapErr("sequence audit events", err)
+		}
+	}
+	var held time.Time
 	n := 0
-	err := s.update(ctx, func(t *txn) error {
-		n = 0
+	err = s.update(ctx, func(t *txn) error {
+		n, held = 0, time.Time{}
 		holder, until, err := t.sequencerLease()
 		if err != nil {
 			return err
@@ -89,12 +124,12 @@ func (s *Switchboard) sequence(ctx context.Context) (int, error) {
 		var evs []Event
 		var bad error
 		err = t.tx.Scan(tPending, nil, nil, func(k, v []byte) bool {
-			e, err := parseLeaf(v)
+			some, err := parsePending(v)
 			if err != nil {
-				bad = fmt.Errorf("pending audit event %x: %w", k, err)
+				bad = fmt.Errorf("pending audit events %x: %w", k, err)
 				return false
 			}
-			keys, evs = append(keys, k), append(evs, e)
+			keys, evs = append(keys, k), append(evs, some...)
 			return len(evs) < sequenceBatch
 		})
 		if err != nil {
@@ -106,7 +141,8 @@ func (s *Switchboard) sequence(ctx context.Context) (int, error) {
 		if len(evs) == 0 {
 			return nil
 		}
-		if err := t.tx.Put(tMeta, []byte(sequencerKey), encodeLease(s.seq.id, t.now.Add(s.cfg.SequencerLease))); err != nil {
+		held = t.now.Add(s.cfg.SequencerLease)
+		if err := t.tx.Put(tMeta, []byte(sequencerKey), encodeLease(s.seq.id, held)); err != nil {
 			return err
 		}
 		for _, k := range keys {
@@ -120,7 +156,10 @@ func (s *Switchboard) sequence(ctx context.Context) (int, error) {
 		t.logged, n = len(evs), len(evs)
 		return nil
 	})
-	return n, wrapErr("sequence audit events", err)
+	if err == nil && n > 0 {
+		s.seq.held = held
+	}
+	return n, 0, wrapErr("sequence audit events", err)
 }
 
 // sequencerLease returns the lease's holder and end (zero if never taken).

@@ -7,10 +7,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
 	"time"
+
+	"github.com/switchboardhq/switchboard/store"
 )
 
 // TodoState is where a todo is in its life.
@@ -294,10 +297,13 @@ const maxPromote = 1000
 func (t *txn) promote(qkey string) error {
 	prefix := idxKey(idxDelayed, qkey, "")
 	end := prefix + timeKey(t.now.Add(time.Nanosecond))
+	if !t.anyIn(tIdx, []byte(prefix), []byte(end)) {
+		return nil
+	}
 	var due []string
-	err := t.tx.Scan(tIdx, []byte(prefix), []byte(end), func(_, v []byte) bool {
+	err := t.scanLocked(tIdx, []byte(prefix), []byte(end), maxPromote, func(_, v []byte) bool {
 		due = append(due, string(v))
-		return len(due) < maxPromote
+		return true
 	})
 	if err != nil {
 		return err
@@ -306,6 +312,9 @@ func (t *txn) promote(qkey string) error {
 		r, err := t.todo(id)
 		if err != nil {
 			return err
+		}
+		if r.State != TodoQueued {
+			continue // moved on since its entry was read (row-locked transactions only)
 		}
 		if err := t.del(tIdx, delayedKey(r)); err != nil {
 			return err
@@ -321,6 +330,30 @@ func (t *txn) todo(id string) (*todoRec, error) {
 	var r todoRec
 	if err := t.get(tTodos, id, &r, "todo"); err != nil {
 		return nil, err
+	}
+	return &r, nil
+}
+
+// todoLocked is todo for a record the transaction changes, and decides on,
+// without holding the index entry its writers must remove first: in a
+// row-locked transaction (see updateLocked) it locks the record, waiting
+// for a transaction that holds it. (The claim path holds the ready, delayed
+// or lease entry it found the todo by — every writer of a queued or leased
+// todo removes or moves that entry — so it reads the record plainly.)
+func (t *txn) todoLocked(id string) (*todoRec, error) {
+	if t.locker == nil {
+		return t.todo(id)
+	}
+	var r todoRec
+	b, err := t.locker.GetLocked(tTodos, []byte(id))
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, notFound("todo")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", tTodos, err)
+	}
+	if err := decodeRecord(b, &r); err != nil {
+		return nil, fmt.Errorf("decode %s %q: %w", tTodos, id, err)
 	}
 	return &r, nil
 }
@@ -378,7 +411,7 @@ func (s *Switchboard) todoFor(t *txn, c Credential, id string, v Verb) (*grantRe
 	if err != nil {
 		return nil, nil, err
 	}
-	r, err := t.todo(id)
+	r, err := t.todoLocked(id)
 	if err != nil {
 		return nil, nil, err
 	}

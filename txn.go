@@ -49,6 +49,11 @@ type txn struct {
 
 	readied map[string]bool // queue keys that got a ready todo
 
+	// locker is the Tx's row locks in a transaction of updateLocked on a
+	// store.LockingStore: the claim path reads the rows it changes through
+	// it. nil in serializable transactions, where plain reads are safe.
+	locker store.Locker
+
 	events   []Event   // emitted, flushed into the log (or pending) at the end
 	log      *logState // the audit log's state, once read
 	logDirty bool      // log changed (a todo seq) without an event to write it
@@ -62,9 +67,32 @@ type txn struct {
 // their times follow their commit order however long one waited for its
 // turn (a lease granted later never starts before one granted earlier).
 func (s *Switchboard) update(ctx context.Context, fn func(*txn) error) error {
+	return s.updateWith(ctx, s.st.Update, false, fn)
+}
+
+// updateLocked is update for the claim path: on a store.LockingStore it
+// runs in a transaction protected by row locks instead of serializable
+// isolation (claimers then skip each other's rows instead of conflicting),
+// and fn must read every todo and index row it changes through t's locked
+// reads (t.todo, t.scanLocked); elsewhere it is update.
+func (s *Switchboard) updateLocked(ctx context.Context, fn func(*txn) error) error {
+	if ls, ok := s.st.(store.LockingStore); ok {
+		return s.updateWith(ctx, ls.UpdateLocked, true, fn)
+	}
+	return s.update(ctx, fn)
+}
+
+func (s *Switchboard) updateWith(ctx context.Context, run func(context.Context, func(store.Tx) error) error, locking bool, fn func(*txn) error) error {
 	var last *txn // fn may run more than once; the last run is what committed
-	err := s.st.Update(ctx, func(tx store.Tx) error {
+	err := run(ctx, func(tx store.Tx) error {
 		last = &txn{tx: tx, now: s.now().UTC(), hot: &s.hot}
+		if locking {
+			l, ok := tx.(store.Locker)
+			if !ok {
+				return errors.New("switchboard: the store's locking transaction cannot lock rows")
+			}
+			last.locker = l
+		}
 		if err := fn(last); err != nil {
 			return err
 		}
@@ -100,6 +128,36 @@ func (s *Switchboard) update(ctx context.Context, fn func(*txn) error) error {
 		}
 	}
 	return err
+}
+
+// scanLocked is Scan of at most limit rows (≤ 0: no bound), locking each
+// row read in a row-locked transaction (rows other transactions hold are
+// skipped there).
+func (t *txn) scanLocked(table string, start, end []byte, limit int, fn func(k, v []byte) bool) error {
+	if t.locker != nil {
+		return t.locker.ScanLocked(table, start, end, limit, fn)
+	}
+	n := 0
+	return t.tx.Scan(table, start, end, func(k, v []byte) bool {
+		n++
+		return fn(k, v) && (limit <= 0 || n < limit)
+	})
+}
+
+// anyIn reports whether [start, end) of table may hold a row, from a plain
+// read: in a row-locked transaction it saves the locked scan that would
+// find nothing (on a server store the plain read is shared by the batch);
+// elsewhere it says true, and the scan itself looks. A read error says
+// true too: the scan that follows reports it.
+func (t *txn) anyIn(table string, start, end []byte) bool {
+	if t.locker == nil {
+		return true
+	}
+	found := false
+	if err := t.tx.Scan(table, start, end, func(_, _ []byte) bool { found = true; return false }); err != nil {
+		return true
+	}
+	return found
 }
 
 // view runs fn in one store View, with the clock read inside it.

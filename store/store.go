@@ -48,6 +48,12 @@
 //     next poll. The PostgreSQL store offers both (LISTEN/NOTIFY).
 //   - [Prefetcher] (on the Tx): a hint that some keys are about to be read,
 //     for a backend whose reads are round trips to a server.
+//   - [LockingStore] (on the Store) and [Locker] (on its Tx): a write
+//     transaction that is not serializable but protected by the row locks
+//     it takes, skipping rows others hold — how a queue on a database
+//     claims work without conflicting with every other claimer (SELECT …
+//     FOR UPDATE SKIP LOCKED). switchboard claims through it when present.
+//     The PostgreSQL store offers it.
 //   - [Appender] (on the Tx): keys assigned by the store at commit and
 //     numbers unique across processes, for a backend whose write
 //     transactions run concurrently: switchboard then takes no counter
@@ -131,6 +137,36 @@ type Watcher interface {
 // the store. No Notify key may equal it.
 const Resync = "\x00resync"
 
+// LockingStore is implemented by a store that can run a write transaction
+// protected by row locks instead of serializable isolation.
+type LockingStore interface {
+	// UpdateLocked runs fn in a read-write transaction like Update —
+	// atomic, durable once it returns, fn possibly run more than once —
+	// but not serializable: each read sees the latest committed data, and
+	// the only protection against concurrent writers is the locks fn
+	// takes through the Tx's Locker methods. fn must read through them
+	// every row whose value it writes or decides on; a row read plainly
+	// may change before commit. Concurrent serializable transactions
+	// (Update) that write a row this transaction locked wait for it, and
+	// fail with a retry if they read it before.
+	UpdateLocked(ctx context.Context, fn func(Tx) error) error
+}
+
+// Locker is implemented by the Tx of a LockingStore's UpdateLocked (and
+// may be by others, where it then simply reads).
+type Locker interface {
+	// ScanLocked is Scan over at most limit rows of [start, end) that no
+	// other transaction holds locked (limit ≤ 0: no bound), each locked
+	// for the rest of this transaction; rows other transactions hold are
+	// skipped, not waited for. Every row read is locked, whether or not
+	// fn goes on past it: pass the limit the caller needs.
+	ScanLocked(table string, start, end []byte, limit int, fn func(k, v []byte) bool) error
+	// GetLocked is Get, locking the row for the rest of this transaction
+	// and waiting for a transaction that holds it; it returns the row as
+	// that one left it.
+	GetLocked(table string, key []byte) ([]byte, error)
+}
+
 // Appender is implemented by the Tx of a store whose write transactions run
 // concurrently — several processes, no global lock — where a counter kept
 // under one key would make every writer conflict on it. switchboard then
@@ -147,6 +183,11 @@ type Appender interface {
 	// its Append calls. Keys are never reused, may leave gaps, and
 	// transactions may commit out of key order. A transaction that rolls
 	// back adds nothing.
+	//
+	// A store may join the values one transaction appends to a table
+	// into one row, their concatenation in the order they were appended
+	// (one row written instead of many): callers append values that
+	// delimit themselves, and read a row as one or more of them.
 	Append(table string, value []byte) error
 	// Sequence returns a positive number that no other call returns, in
 	// this process or any other sharing the store; in one process, a

@@ -4,31 +4,97 @@ package postgres
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 )
 
 // migrations[i] brings the layout from version i to i+1. A new layout is a
 // new entry at the end; entries are never edited once released.
-var migrations = []func(table string) []string{
+var migrations = []func(ctx context.Context, tx pgx.Tx, table string) error{
 	// 1: the key-value table. COLLATE "C" compares table names bytewise,
 	// so no locale is consulted on the hot path.
-	func(t string) []string {
-		return []string{`CREATE TABLE ` + t + ` (
+	func(ctx context.Context, tx pgx.Tx, t string) error {
+		_, err := tx.Exec(ctx, `CREATE TABLE `+t+` (
 			tbl text COLLATE "C" NOT NULL,
 			k bytea NOT NULL,
 			v bytea NOT NULL,
-			PRIMARY KEY (tbl, k))`}
+			PRIMARY KEY (tbl, k))`)
+		return err
 	},
 	// 2: the counters of store.Appender: the keys Append assigns at
 	// commit, and the blocks of numbers Sequence hands out (64 at a time,
 	// so one round trip serves 64 calls of a process).
-	func(t string) []string {
-		return []string{`CREATE SEQUENCE ` + t + `_append`, `CREATE SEQUENCE ` + t + `_numbers INCREMENT BY ` + fmt.Sprint(numberBlock)}
+	func(ctx context.Context, tx pgx.Tx, t string) error {
+		_, err := tx.Exec(ctx, `CREATE SEQUENCE `+t+`_append; CREATE SEQUENCE `+t+`_numbers INCREMENT BY `+fmt.Sprint(numberBlock))
+		return err
+	},
+	// 3: the table partitioned by switchboard table (see Layout), so no
+	// index page holds two tables' rows; the rows of version 2 moved in.
+	func(ctx context.Context, tx pgx.Tx, t string) error {
+		var names []string
+		rows, err := tx.Query(ctx, `SELECT DISTINCT tbl FROM `+t)
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			var n string
+			if err := rows.Scan(&n); err != nil {
+				rows.Close()
+				return err
+			}
+			names = append(names, n)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `ALTER TABLE `+t+` RENAME TO `+t+`_v2;
+			ALTER TABLE `+t+`_v2 RENAME CONSTRAINT `+t+`_pkey TO `+t+`_v2_pkey;
+			CREATE TABLE `+t+` (
+				tbl text COLLATE "C" NOT NULL,
+				k bytea NOT NULL,
+				v bytea NOT NULL,
+				PRIMARY KEY (tbl, k)) PARTITION BY LIST (tbl)`); err != nil {
+			return err
+		}
+		for _, n := range names {
+			if _, err := tx.Exec(ctx, createPartition(t, n)); err != nil {
+				return err
+			}
+		}
+		_, err = tx.Exec(ctx, `INSERT INTO `+t+` SELECT tbl, k, v FROM `+t+`_v2; DROP TABLE `+t+`_v2`)
+		return err
 	},
 }
+
+// partitionName is the PostgreSQL table holding switchboard table name's
+// rows: <Table>__<name> when name is a short lower-case identifier (all of
+// switchboard's are), else <Table>__x and a hash of name.
+func partitionName(table, name string) string {
+	if identifier.MatchString(name) && len(table)+2+len(name) <= 63 {
+		return table + "__" + name
+	}
+	h := sha256.Sum256([]byte(name))
+	return table + "__x" + hex.EncodeToString(h[:8])
+}
+
+// createPartition is the statement that creates the partition for
+// switchboard table name. Its fill factor leaves room on each page for a
+// record's next version, so updates (a todo changing state) stay on the
+// page and its index entry is untouched.
+func createPartition(table, name string) string {
+	return `CREATE TABLE IF NOT EXISTS ` + partitionName(table, name) + ` PARTITION OF ` + table +
+		` FOR VALUES IN (` + quoteLiteral(name) + `) WITH (fillfactor = 80)`
+}
+
+// quoteLiteral quotes s as an SQL string literal (standard_conforming_strings
+// on, the default since PostgreSQL 9.1).
+func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 
 // migrate creates or upgrades the layout in one transaction, under a lock
 // so that processes starting together do not race.
@@ -55,10 +121,8 @@ func (s *Store) migrate(ctx context.Context) error {
 			return fmt.Errorf("%w: %s is at version %d, this package writes %d", ErrNewerSchema, vt, v, len(migrations))
 		}
 		for ; v < len(migrations); v++ {
-			for _, stmt := range migrations[v](s.opts.Table) {
-				if _, err := tx.Exec(ctx, stmt); err != nil {
-					return fmt.Errorf("postgres: upgrade to version %d: %w", v+1, err)
-				}
+			if err := migrations[v](ctx, tx, s.opts.Table); err != nil {
+				return fmt.Errorf("postgres: upgrade to version %d: %w", v+1, err)
 			}
 			if _, err := tx.Exec(ctx, `UPDATE `+vt+` SET version = $1`, v+1); err != nil {
 				return fmt.Errorf("postgres: %s: %w", vt, err)

@@ -10,11 +10,15 @@
 //
 // Every switchboard table lives in one PostgreSQL table (Options.Table,
 // default switchboard_kv) of (tbl, k, v) rows with bytea keys and values
-// and a primary key on (tbl, k): a Get is one index lookup and a Scan an
-// ordered range query on that index (bytea compares bytewise, as the store
-// contract requires). The layout is versioned in a second table
-// (<Table>_schema): Open creates it, upgrades an older one in place, and
-// refuses a newer one with ErrNewerSchema.
+// and a primary key on (tbl, k), partitioned by tbl: each switchboard
+// table is a partition of its own (<Table>__<name>, created by the first
+// transaction that writes it), so no index page holds two tables' rows and
+// serializable transactions that touch different tables never conflict
+// through a shared page. A Get is one index lookup and a Scan an ordered
+// range query (bytea compares bytewise, as the store contract requires).
+// Two sequences serve store.Appender. The layout is versioned in a second
+// table (<Table>_schema): Open creates it, upgrades an older one in place,
+// and refuses a newer one with ErrNewerSchema.
 //
 // # Transactions
 //
@@ -22,24 +26,21 @@
 // snapshot. Update runs in a SERIALIZABLE transaction; a serialization
 // failure or a deadlock rolls it back and runs it again after a jittered
 // backoff (the store contract lets fn run more than once), up to
-// Options.MaxRetries times. Round trips are few: BEGIN travels with the
-// transaction's first read; writes are buffered and sent, with COMMIT and
-// the writer lock's release, in one pipeline; a key or range the
-// transaction has read is not read again (its snapshot cannot change
-// under it); and a Prefetch hint (store.Prefetcher) fetches several keys
-// at once. So a function's cost is the reads nobody made before it.
+// Options.MaxRetries times. Writers take no lock of their own: processes
+// write concurrently, and PostgreSQL's serializable isolation decides.
+// UpdateLocked (store.LockingStore) runs in READ COMMITTED, protected by
+// the row locks its reads take (store.Locker: FOR UPDATE, and FOR UPDATE
+// SKIP LOCKED for scans) — switchboard claims through it, so claimers
+// skip each other's rows instead of aborting each other.
 //
-// Every switchboard write appends to one hash-chained audit log, so write
-// transactions conflict on the log's head whatever else they touch: run
-// concurrently from several processes, most of them would fail and retry.
-// Instead, a write transaction first takes a session-level advisory lock
-// (the writer lock, keyed by the table name) and starts its snapshot only
-// after it has the lock, so writers from every process commit one after
-// another and never conflict with each other; within a process, concurrent
-// Updates are grouped into one transaction (see Group commit), so the lock
-// is taken once per batch, not once per call. Reads (View) never wait for
-// it. Options.ConcurrentWriters turns the lock off, to measure what it
-// saves.
+// Round trips are few: BEGIN travels with the transaction's first read;
+// writes are buffered and sent with COMMIT in one pipeline (the values a
+// transaction appends to a table as one row); a key or range the
+// transaction has read is not read again, nor a range it has locked; and a
+// Prefetch hint (store.Prefetcher) fetches several keys at once. After a
+// statement fails, the server ignores the transaction's others: the first
+// error is what the transaction returns, so a serialization failure is
+// retried even when the caller went on.
 //
 // # Group commit
 //
@@ -103,10 +104,10 @@ type Options struct {
 	// serialization failure or deadlock. Zero means 30; the last error is
 	// returned, wrapped, after that.
 	MaxRetries int
-	// ConcurrentWriters skips the writer lock (see Transactions): write
-	// transactions then run concurrently, conflict on the audit log and
-	// are retried. It exists to measure the lock against the naive way.
-	ConcurrentWriters bool
+	// SerializableClaims runs UpdateLocked's transactions as serializable
+	// ones, their locked reads plain reads — how a plain key-value backend
+	// claims. It exists to measure row-locked claims against that.
+	SerializableClaims bool
 }
 
 // ErrNewerSchema is returned by Open when the database was laid out by a
@@ -135,17 +136,18 @@ type Store struct {
 	listenStop context.CancelFunc
 	listenDone chan struct{}
 
-	// held is a connection holding the writer lock, taken by lockAhead
-	// for the batch about to run (only the committing goroutine touches it).
-	held *pgxpool.Conn
+	locked *group.Committer // UpdateLocked's batches
 
 	watchMu  sync.Mutex
 	watchers map[int]func(string)
 	nextW    int
 
-	sqlGet, sqlGetMany, sqlScan, sqlPut, sqlDel string
-	sqlLock, sqlUnlock                          string
-	sqlAppend, sqlNumbers                       string
+	sqlGet, sqlGetMany, sqlScan, sqlPut, sqlDel    string
+	sqlGetLocked, sqlScanLocked, sqlScanLockedFrom string
+	sqlAppend, sqlNumbers                          string
+
+	// parts are the partitions known to exist (by PostgreSQL name).
+	parts sync.Map
 
 	// numbers is this process's block of Sequence numbers: next up to
 	// end (exclusive).
@@ -158,9 +160,11 @@ type Store struct {
 const numberBlock = 64
 
 var (
-	_ store.Store    = (*Store)(nil)
-	_ store.Watcher  = (*Store)(nil)
-	_ store.Appender = (*reader)(nil)
+	_ store.Store        = (*Store)(nil)
+	_ store.Watcher      = (*Store)(nil)
+	_ store.LockingStore = (*Store)(nil)
+	_ store.Appender     = (*reader)(nil)
+	_ store.Locker       = (*reader)(nil)
 )
 
 var identifier = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,40}$`)
@@ -217,9 +221,14 @@ func Open(ctx context.Context, dsn string, opts *Options) (*Store, error) {
 			FROM unnest($2::bytea[]) WITH ORDINALITY AS w(v, o) ORDER BY o`,
 		sqlNumbers: `SELECT int8send(nextval('` + o.Table + `_numbers'))`,
 	}
-	s.sqlLock = fmt.Sprintf(`SELECT pg_advisory_lock(%d)`, s.lockKey)
-	s.sqlUnlock = fmt.Sprintf(`SELECT pg_advisory_unlock(%d)`, s.lockKey)
+	s.sqlGetLocked = `SELECT v FROM ` + o.Table + ` WHERE tbl = $1 AND k = $2 FOR UPDATE`
+	s.sqlScanLocked = `SELECT k, v FROM ` + o.Table + ` WHERE tbl = $1 AND k >= $2 AND k < $3 ORDER BY k LIMIT $4 FOR UPDATE SKIP LOCKED`
+	s.sqlScanLockedFrom = `SELECT k, v FROM ` + o.Table + ` WHERE tbl = $1 AND k >= $2 ORDER BY k LIMIT $3 FOR UPDATE SKIP LOCKED`
 	if err := s.migrate(ctx); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	if err := s.loadPartitions(ctx); err != nil {
 		pool.Close()
 		return nil, err
 	}
@@ -227,17 +236,11 @@ func Open(ctx context.Context, dsn string, opts *Options) (*Store, error) {
 	// afford to wait longer for the callers the last one released.
 	gc := group.Config{Name: "postgres", MaxBatch: o.MaxBatch, Stall: 200 * time.Microsecond, Gather: 2 * time.Millisecond,
 		Final: func(err error) bool { return errors.Is(err, ErrCommitUnknown) }}
-	if !o.ConcurrentWriters {
-		// Wait for the writer lock before taking the batch, so everyone
-		// who arrives while another process writes joins it.
-		gc.Before = s.lockAhead
-	}
 	s.group = group.New(gc, func(ctx context.Context, fn func(store.Tx) error) error {
-		// Only the committing goroutine runs this: the lock lockAhead took
-		// goes to the batch's first attempt.
-		held := s.held
-		s.held = nil
-		return s.txn(ctx, fn, held)
+		return s.txn(ctx, fn, serializable)
+	})
+	s.locked = group.New(gc, func(ctx context.Context, fn func(store.Tx) error) error {
+		return s.txn(ctx, fn, s.lockedIso())
 	})
 	lctx, stop := context.WithCancel(context.Background())
 	s.listenStop, s.listenDone = stop, make(chan struct{})
@@ -314,9 +317,41 @@ func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
 	defer s.inflight.Done()
 	defer s.updates.Add(1)
 	if s.opts.CommitEachUpdate {
-		return s.txn(ctx, fn, nil)
+		return s.txn(ctx, fn, serializable)
 	}
 	return s.group.Update(ctx, fn)
+}
+
+// UpdateLocked runs fn in a READ COMMITTED read-write transaction whose
+// Tx locks what it reads through store.Locker (SELECT … FOR UPDATE, and
+// FOR UPDATE SKIP LOCKED for ScanLocked), grouped with concurrent
+// UpdateLocked calls of this process like Update. A deadlock rolls it back
+// and runs it again. See store.LockingStore.
+func (s *Store) UpdateLocked(ctx context.Context, fn func(store.Tx) error) error {
+	if err := s.enter(ctx, "update"); err != nil {
+		return err
+	}
+	defer s.inflight.Done()
+	defer s.updates.Add(1)
+	if s.opts.CommitEachUpdate {
+		return s.txn(ctx, fn, s.lockedIso())
+	}
+	return s.locked.Update(ctx, fn)
+}
+
+// isolation is how a write transaction runs.
+type isolation int
+
+const (
+	serializable isolation = iota // SERIALIZABLE
+	rowLocked                     // READ COMMITTED, protected by the locks it takes
+)
+
+func (s *Store) lockedIso() isolation {
+	if s.opts.SerializableClaims {
+		return serializable
+	}
+	return rowLocked
 }
 
 // enter refuses a call after Close or with ctx done, and counts it in
@@ -348,13 +383,12 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// txn runs fn in one serializable transaction, retrying it on
-// serialization failures and deadlocks.
-func (s *Store) txn(ctx context.Context, fn func(store.Tx) error, held *pgxpool.Conn) error {
+// txn runs fn in one transaction, retrying it on serialization failures
+// and deadlocks.
+func (s *Store) txn(ctx context.Context, fn func(store.Tx) error, iso isolation) error {
 	backoff := time.Millisecond
 	for attempt := 0; ; attempt++ {
-		err := s.once(ctx, fn, held)
-		held = nil
+		err := s.once(ctx, fn, iso)
 		if err == nil {
 			s.commits.Add(1)
 			return nil
@@ -386,53 +420,15 @@ func retryable(err error) bool {
 	return errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01")
 }
 
-// lockAhead takes a connection and the writer lock for the next batch (on
-// failure, once tries again itself). The func it returns gives them back if
-// the batch did not use them (every call in it was cancelled).
-func (s *Store) lockAhead() (after func()) {
-	pc, err := s.pool.Acquire(context.Background())
+// once runs fn in one transaction: BEGIN (sent with the first read), fn,
+// then the buffered writes and COMMIT in one round trip.
+func (s *Store) once(ctx context.Context, fn func(store.Tx) error, iso isolation) (err error) {
+	pc, err := s.pool.Acquire(ctx)
 	if err != nil {
-		return nil
-	}
-	if _, err := pc.Exec(context.Background(), s.sqlLock); err != nil {
-		pc.Release()
-		return nil
-	}
-	s.held = pc
-	return func() {
-		if s.held == nil {
-			return
-		}
-		pc := s.held
-		s.held = nil
-		if _, err := pc.Exec(context.Background(), s.sqlUnlock); err != nil {
-			_ = pc.Conn().Close(context.Background()) // closing drops the lock
-		}
-		pc.Release()
-	}
-}
-
-// once runs fn in one transaction: writer lock, BEGIN (sent with the first
-// read), fn, then the buffered writes, COMMIT and the unlock in one round
-// trip. held, if not nil, is a connection that already holds the writer
-// lock.
-func (s *Store) once(ctx context.Context, fn func(store.Tx) error, held *pgxpool.Conn) (err error) {
-	pc, locked := held, held != nil
-	if pc == nil {
-		if pc, err = s.pool.Acquire(ctx); err != nil {
-			return fmt.Errorf("postgres: update: %w", err)
-		}
+		return fmt.Errorf("postgres: update: %w", err)
 	}
 	defer pc.Release()
 	conn := pc.Conn()
-	if !s.opts.ConcurrentWriters && !locked {
-		// The lock is taken before BEGIN, so the transaction's snapshot
-		// starts after the previous writer committed.
-		if _, err := conn.Exec(ctx, s.sqlLock); err != nil {
-			return fmt.Errorf("postgres: update: writer lock: %w", err)
-		}
-		locked = true
-	}
 	run := context.WithoutCancel(ctx)
 	done := false
 	defer func() {
@@ -440,26 +436,33 @@ func (s *Store) once(ctx context.Context, fn func(store.Tx) error, held *pgxpool
 			return
 		}
 		// fn failed or panicked, or the commit did not go through: end
-		// the transaction and drop the lock; if that fails, closing the
-		// connection does both.
-		var cerr error
+		// the transaction; if that fails, closing the connection does.
 		if conn.PgConn().TxStatus() != 'I' {
-			_, cerr = conn.Exec(run, "ROLLBACK")
-		}
-		if cerr == nil && locked {
-			_, cerr = conn.Exec(run, s.sqlUnlock)
-		}
-		if cerr != nil {
-			_ = conn.Close(run)
+			if _, err := conn.Exec(run, "ROLLBACK"); err != nil {
+				_ = conn.Close(run)
+			}
 		}
 	}()
 	rd := &reader{s: s, ctx: run, conn: conn, begin: "BEGIN ISOLATION LEVEL SERIALIZABLE"}
+	if iso == rowLocked {
+		rd.begin, rd.locking = "BEGIN ISOLATION LEVEL READ COMMITTED", true
+	}
 	w := overlay.New(rd)
-	if err := fn(w.Exposed()); err != nil {
+	err = fn(w.Exposed())
+	if rd.failed != nil && (err == nil || !retryable(err)) {
+		// fn went on after a statement failed (and the server aborted
+		// the transaction): what failed is the outcome.
+		return fmt.Errorf("postgres: update: %w", rd.failed)
+	}
+	if err != nil {
 		return err
 	}
 	var c collector
 	if err := w.Apply(&c); err != nil {
+		return err
+	}
+	missing, err := s.checkPartitions(rd, &c)
+	if err != nil {
 		return err
 	}
 	var b pgx.Batch
@@ -468,11 +471,14 @@ func (s *Store) once(ctx context.Context, fn func(store.Tx) error, held *pgxpool
 		rd.begin = ""
 	}
 	if rd.begin == "" {
+		for _, name := range missing {
+			// The transaction creates what it writes into: it takes
+			// the parent table exclusively, waiting for the others
+			// that use it, once per table and database.
+			b.Queue(createPartition(s.opts.Table, name))
+		}
 		s.queueWrites(&b, &c)
 		b.Queue("COMMIT")
-	}
-	if locked {
-		b.Queue(s.sqlUnlock)
 	}
 	if b.Len() > 0 {
 		if err := conn.SendBatch(run, &b).Close(); err != nil {
@@ -480,13 +486,55 @@ func (s *Store) once(ctx context.Context, fn func(store.Tx) error, held *pgxpool
 			if rd.begin == "" && !errors.As(err, &pe) && !pgconn.SafeToRetry(err) {
 				// Not refused by the server, and maybe sent: COMMIT
 				// may have been executed.
-				return fmt.Errorf("postgres: update: %w (%v)", ErrCommitUnknown, err)
+				return fmt.Errorf("postgres: update: %w: %w", ErrCommitUnknown, err)
 			}
 			return fmt.Errorf("postgres: update: commit: %w", err)
 		}
 	}
 	done = true
 	return nil
+}
+
+// loadPartitions reads which partitions exist.
+func (s *Store) loadPartitions(ctx context.Context) error {
+	rows, err := s.pool.Query(ctx, `SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid WHERE i.inhparent = to_regclass($1)`, s.opts.Table)
+	if err != nil {
+		return fmt.Errorf("postgres: read partitions: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			return fmt.Errorf("postgres: read partitions: %w", err)
+		}
+		s.parts.Store(name, struct{}{})
+	}
+	return rows.Err()
+}
+
+// checkPartitions returns the tables c writes whose partition this process
+// has not seen and the server does not have (another process may have
+// created one).
+func (s *Store) checkPartitions(rd *reader, c *collector) ([]string, error) {
+	var missing []string
+	for _, names := range [][]string{c.order, c.appendOrder} {
+		for _, name := range names {
+			part := partitionName(s.opts.Table, name)
+			if _, ok := s.parts.Load(part); ok || slices.Contains(missing, name) {
+				continue
+			}
+			rows, err := rd.rows(`SELECT 1 FROM pg_class WHERE oid = to_regclass($1)`, part)
+			if err != nil {
+				return nil, err
+			}
+			if len(rows) > 0 {
+				s.parts.Store(part, struct{}{})
+				continue
+			}
+			missing = append(missing, name)
+		}
+	}
+	return missing, nil
 }
 
 // queueWrites adds c's writes and notifications to b.
@@ -501,7 +549,9 @@ func (s *Store) queueWrites(b *pgx.Batch, c *collector) {
 		}
 	}
 	for _, name := range c.appendOrder {
-		b.Queue(s.sqlAppend, name, c.appends[name])
+		// One row per table and commit: the values joined in order (the
+		// store.Appender contract allows it; they are self-delimiting).
+		b.Queue(s.sqlAppend, name, [][]byte{bytes.Join(c.appends[name], nil)})
 	}
 	for _, n := range c.notes {
 		b.Queue(`SELECT pg_notify($1, $2)`, s.channel, n)
@@ -580,20 +630,38 @@ type reader struct {
 	conn     *pgx.Conn // an Update's connection, whose transaction
 	begin    string    // is begun by this statement, sent with the first read
 	readOnly bool
-	gets     map[string][]byte // table \x00 key → value; nil: not found
-	pages    map[string][][][]byte
+	locking  bool  // a row-locked (READ COMMITTED) transaction: Locker locks
+	failed   error // the first statement error: the server aborted the transaction
+	// locked remembers, per range, the rows ScanLocked locked, so the
+	// functions of a batch that scan the same range (claims of one queue)
+	// share them instead of each locking more.
+	locked map[string]*lockedRange
+	gets   map[string][]byte // table \x00 key → value; nil: not found
+	pages  map[string][][][]byte
 }
 
 // query runs one read, sending BEGIN in the same round trip if the
 // transaction has not begun yet. The returned func ends the round trip.
-func (r *reader) query(sql string, args ...any) (pgx.Rows, func() error, error) {
+func (r *reader) query(sql string, args ...any) (rows pgx.Rows, end func() error, err error) {
+	if r.failed != nil {
+		// After an error the server ignores every statement until the
+		// transaction ends: report the error that aborted it, so that
+		// a serialization failure is retried even if the caller went
+		// on after it.
+		return nil, nil, r.failed
+	}
+	defer func() {
+		if err != nil {
+			r.failed = err
+		}
+	}()
 	none := func() error { return nil }
 	if r.tx != nil {
-		rows, err := r.tx.Query(r.ctx, sql, args...)
+		rows, err = r.tx.Query(r.ctx, sql, args...)
 		return rows, none, err
 	}
 	if r.begin == "" {
-		rows, err := r.conn.Query(r.ctx, sql, args...)
+		rows, err = r.conn.Query(r.ctx, sql, args...)
 		return rows, none, err
 	}
 	var b pgx.Batch
@@ -605,7 +673,7 @@ func (r *reader) query(sql string, args ...any) (pgx.Rows, func() error, error) 
 		_ = br.Close()
 		return nil, nil, err
 	}
-	rows, err := br.Query()
+	rows, err = br.Query()
 	if err != nil {
 		_ = br.Close()
 		return nil, nil, err
@@ -614,11 +682,18 @@ func (r *reader) query(sql string, args ...any) (pgx.Rows, func() error, error) 
 }
 
 // rows reads every row of one query, each as its columns.
-func (r *reader) rows(sql string, args ...any) ([][][]byte, error) {
-	rows, end, err := r.query(sql, args...)
+func (r *reader) rows(sql string, args ...any) (_ [][][]byte, err error) {
+	var rows pgx.Rows
+	var end func() error
+	rows, end, err = r.query(sql, args...)
 	if err != nil {
 		return nil, err
 	}
+	defer func() {
+		if err != nil && r.failed == nil {
+			r.failed = err
+		}
+	}()
 	var out [][][]byte
 	for rows.Next() {
 		row := make([][]byte, len(rows.FieldDescriptions()))
@@ -764,6 +839,118 @@ func (r *reader) Delete(string, []byte) error {
 		return store.ErrReadOnly
 	}
 	return errors.New("postgres: write outside the overlay")
+}
+
+// GetLocked is store.Locker's: a Get that locks the row (FOR UPDATE),
+// waiting for a transaction that holds it. In a serializable transaction
+// (or a read-only one) it is a plain Get: the isolation protects the read.
+func (r *reader) GetLocked(table string, key []byte) ([]byte, error) {
+	if !r.locking {
+		return r.Get(table, key)
+	}
+	rows, err := r.rows(r.s.sqlGetLocked, table, key)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: get: %w", err)
+	}
+	var v []byte
+	if len(rows) > 0 {
+		v = rows[0][0]
+	}
+	if r.gets == nil {
+		r.gets = map[string][]byte{}
+	}
+	r.gets[table+"\x00"+string(key)] = v // what later plain Gets see
+	if v == nil {
+		return nil, store.ErrNotFound
+	}
+	return bytes.Clone(v), nil
+}
+
+// lockedRange is what ScanLocked locked of one range: its rows in key
+// order, and whether they are all the range held.
+type lockedRange struct {
+	rows [][][]byte
+	done bool
+}
+
+// ScanLocked is store.Locker's: rows locked with FOR UPDATE SKIP LOCKED,
+// in pages of at most limit rows (16 first, growing, when there is no
+// limit). The rows a transaction locked in a range are read again from
+// memory by its later scans of the range (the rows are its own until it
+// ends; the overlays above hide those it deleted), and only what lies past
+// them is fetched. In a serializable transaction it is a plain Scan.
+func (r *reader) ScanLocked(table string, start, end []byte, limit int, fn func(k, v []byte) bool) error {
+	if !r.locking {
+		n := 0
+		return r.Scan(table, start, end, func(k, v []byte) bool {
+			n++
+			return fn(k, v) && (limit <= 0 || n < limit)
+		})
+	}
+	if start == nil {
+		start = []byte{}
+	}
+	mk := fmt.Sprintf("%s\x00%x\x00%x\x00%t", table, start, end, end == nil)
+	lr := r.locked[mk]
+	if lr == nil {
+		if r.locked == nil {
+			r.locked = map[string]*lockedRange{}
+		}
+		lr = &lockedRange{}
+		r.locked[mk] = lr
+	}
+	left := limit // rows still allowed; ≤ 0: no bound
+	for _, kv := range lr.rows {
+		if !fn(bytes.Clone(kv[0]), bytes.Clone(kv[1])) {
+			return nil
+		}
+		if left > 0 {
+			if left--; left == 0 {
+				return nil
+			}
+		}
+	}
+	if lr.done {
+		return nil
+	}
+	if n := len(lr.rows); n > 0 {
+		last := lr.rows[n-1][0]
+		start = append(append(make([]byte, 0, len(last)+1), last...), 0)
+	}
+	page := 16
+	for {
+		if left > 0 {
+			page = min(page, left)
+		}
+		var rows [][][]byte
+		var err error
+		if end == nil {
+			rows, err = r.rows(r.s.sqlScanLockedFrom, table, start, page)
+		} else {
+			rows, err = r.rows(r.s.sqlScanLocked, table, start, end, page)
+		}
+		if err != nil {
+			return fmt.Errorf("postgres: scan: %w", err)
+		}
+		lr.rows = append(lr.rows, rows...)
+		lr.done = len(rows) < page
+		for _, kv := range rows {
+			if !fn(bytes.Clone(kv[0]), bytes.Clone(kv[1])) {
+				return nil
+			}
+		}
+		if lr.done {
+			return nil
+		}
+		if left > 0 {
+			if left -= len(rows); left == 0 {
+				return nil
+			}
+		}
+		last := rows[len(rows)-1][0]
+		start = append(append(make([]byte, 0, len(last)+1), last...), 0)
+		page = min(4*page, 1024)
+	}
 }
 
 // Append is store.Appender's: in an Update the overlay above takes it (and

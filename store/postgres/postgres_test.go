@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"os"
 	"testing"
 	"time"
@@ -68,7 +69,7 @@ func TestConformance(t *testing.T) {
 	}{
 		{"grouped", postgres.Options{}},
 		{"each", postgres.Options{CommitEachUpdate: true}},
-		{"concurrent-writers", postgres.Options{ConcurrentWriters: true}},
+		{"serializable-claims", postgres.Options{SerializableClaims: true}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			storetest.Run(t, func(t *testing.T) store.Store {
@@ -193,4 +194,66 @@ func TestWatchResyncsAfterReconnect(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("no notification after the reconnect")
 	}
+}
+
+// UpdateLocked's reads lock: a row one transaction scanned is skipped by
+// another's ScanLocked, and another's GetLocked waits for it and then
+// reads what the first committed.
+func TestLockedReads(t *testing.T) {
+	dsn := testDSN(t)
+	table := freshTable(t, dsn)
+	a := open(t, dsn, postgres.Options{Table: table})
+	defer a.Close()
+	b := open(t, dsn, postgres.Options{Table: table})
+	defer b.Close()
+	ctx := context.Background()
+	require.NoError(t, a.Update(ctx, func(tx store.Tx) error {
+		for _, k := range []string{"a", "b", "c"} {
+			if err := tx.Put("t", []byte(k), []byte("0")); err != nil {
+				return err
+			}
+		}
+		return nil
+	}))
+	holding, release := make(chan struct{}), make(chan struct{}, 1)
+	first := make(chan error, 1)
+	go func() {
+		first <- a.UpdateLocked(ctx, func(tx store.Tx) error {
+			var got []string
+			err := tx.(store.Locker).ScanLocked("t", nil, nil, 1, func(k, _ []byte) bool { got = append(got, string(k)); return true })
+			close(holding)
+			if err != nil {
+				return err
+			}
+			if len(got) != 1 || got[0] != "a" {
+				return fmt.Errorf("first scan read %q", got)
+			}
+			<-release
+			return tx.Put("t", []byte("a"), []byte("1"))
+		})
+	}()
+	<-holding
+	defer close(release)
+	var got []string
+	require.NoError(t, b.UpdateLocked(ctx, func(tx store.Tx) error {
+		got = nil
+		return tx.(store.Locker).ScanLocked("t", nil, nil, 0, func(k, _ []byte) bool { got = append(got, string(k)); return true })
+	}))
+	require.Equal(t, []string{"b", "c"}, got, "a row another transaction locked is skipped")
+	waited := make(chan []byte, 1)
+	go func() {
+		_ = b.UpdateLocked(ctx, func(tx store.Tx) error {
+			v, err := tx.(store.Locker).GetLocked("t", []byte("a"))
+			waited <- v
+			return err
+		})
+	}()
+	select {
+	case v := <-waited:
+		t.Fatalf("GetLocked read %q while another transaction held the row", v)
+	case <-time.After(200 * time.Millisecond): // it waits (a wrong answer would come at once)
+	}
+	release <- struct{}{}
+	require.NoError(t, <-first)
+	require.Equal(t, "1", string(<-waited), "read after the holder committed, as it left the row")
 }

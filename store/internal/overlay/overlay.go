@@ -73,6 +73,11 @@ func (t *Tx) Delete(table string, key []byte) error {
 // Scan merges the base's keys in [start, end) with the overlay's, in key
 // order, the overlay winning.
 func (t *Tx) Scan(table string, start, end []byte, fn func(k, v []byte) bool) error {
+	return t.merge(table, start, end, fn, t.base.Scan)
+}
+
+// merge runs scan over the base and merges its keys with the overlay's.
+func (t *Tx) merge(table string, start, end []byte, fn func(k, v []byte) bool, scan func(string, []byte, []byte, func(k, v []byte) bool) error) error {
 	w := t.writes[table]
 	var mine []string
 	for k := range w {
@@ -93,7 +98,7 @@ func (t *Tx) Scan(table string, start, end []byte, fn func(k, v []byte) bool) er
 		}
 		return true
 	}
-	err := t.base.Scan(table, start, end, func(k, v []byte) bool {
+	err := scan(table, start, end, func(k, v []byte) bool {
 		if !emit(k) {
 			stopped = true
 			return false
@@ -127,7 +132,10 @@ func (t *Tx) Scan(table string, start, end []byte, fn func(k, v []byte) bool) er
 func (t *Tx) Exposed() store.Tx {
 	p, isP := t.base.(store.Prefetcher)
 	a, isA := t.base.(store.Appender)
+	l, isL := t.base.(store.Locker)
 	switch {
+	case isP && isA && isL:
+		return lockingTx{prefetchAppendTx{prefetchTx{t, p}, a}, l}
 	case isP && isA:
 		return prefetchAppendTx{prefetchTx{t, p}, a}
 	case isP:
@@ -160,6 +168,43 @@ type prefetchAppendTx struct {
 
 func (t prefetchAppendTx) Append(table string, value []byte) error { return t.append(table, value) }
 func (t prefetchAppendTx) Sequence() (uint64, error)               { return t.a.Sequence() }
+
+// lockingTx adds the base's store.Locker, its reads merged with the
+// overlay's writes as Get and Scan merge them.
+type lockingTx struct {
+	prefetchAppendTx
+	l store.Locker
+}
+
+// GetLocked returns the overlay's value for key, which this transaction
+// wrote (the write takes the row's lock at commit), else locks and reads
+// the base's.
+func (t lockingTx) GetLocked(table string, key []byte) ([]byte, error) {
+	if v, ok := t.writes[table][string(key)]; ok {
+		if v == nil {
+			return nil, store.ErrNotFound
+		}
+		return bytes.Clone(v), nil
+	}
+	return t.l.GetLocked(table, key)
+}
+
+// ScanLocked merges the base's locked rows with the overlay's writes. The
+// base is asked for limit rows beyond those this transaction deleted in
+// the range (which it would return again: its own locks do not hide
+// them).
+func (t lockingTx) ScanLocked(table string, start, end []byte, limit int, fn func(k, v []byte) bool) error {
+	if limit > 0 {
+		for k, v := range t.writes[table] {
+			if v == nil && (start == nil || k >= string(start)) && (end == nil || k < string(end)) {
+				limit++
+			}
+		}
+	}
+	return t.merge(table, start, end, fn, func(table string, start, end []byte, fn func(k, v []byte) bool) error {
+		return t.l.ScanLocked(table, start, end, limit, fn)
+	})
+}
 
 // append buffers an Append until Apply.
 func (t *Tx) append(table string, value []byte) error {

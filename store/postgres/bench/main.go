@@ -1,19 +1,29 @@
 // Command bench measures the PostgreSQL store with several processes on
-// one database, beside the bolt store's figure from the same run:
+// one database, beside River — the job queue Go teams run on PostgreSQL —
+// doing the same cycle on the same server in the same run:
 //
 //	eval "$(.ci/postgres start)"          # or set SWITCHBOARD_POSTGRES_DSN
-//	go run ./store/postgres/bench          # -d per scenario, -procs, -workers
+//	go run ./store/postgres/bench          # -d per round, -rounds, -procs 1,2,4
 //
-// Scenarios (each on a fresh table; workers are split evenly over -procs
-// child processes, which are this program re-executed):
+// It is its own module so that River is a dependency of this command only.
 //
-//   - claim, naive: each Claim is its own SERIALIZABLE transaction, run
-//     concurrently (Options.ConcurrentWriters and CommitEachUpdate) — what a
-//     plain key-value backend does;
-//   - claim: the store's defaults (writer lock, group commit);
-//   - claim+complete, naive and default: the same, completing each todo;
-//   - lifecycle: Work with the workers, fed by as many creators, counting
-//     completions; and the same in one process on the bolt store.
+// Figures (each on fresh tables; workers and creators are split evenly over
+// the processes, which are this program re-executed, started together):
+//
+//   - claims, 16 workers in 2 processes, from a filled queue: each claim a
+//     SERIALIZABLE key-value transaction of its own (how a plain key-value
+//     backend claims: postgres.Options.SerializableClaims and
+//     CommitEachUpdate) against the store's row-locked claims;
+//   - the lifecycle — 16 creators each calling CreateFor in a loop, Work
+//     with 16 workers, counted at the handler — over 1, 2 and 4 processes,
+//     in rounds alternating with River's same cycle (16 goroutines each
+//     calling Insert in a loop, a client with 16 workers, counted at the
+//     worker); the ratio is the median of the rounds' ratios;
+//   - commit to delivery through Subscribe: a subscriber in this process
+//     follows the queue during the 2-process lifecycle rounds; the latency
+//     is the time from an event's commit (its At, read inside the
+//     committing transaction) to its delivery;
+//   - the lifecycle on the bolt store in one process, for scale.
 //
 // Retried is the share of write transactions rolled back by a
 // serialization failure or deadlock and run again.
@@ -26,14 +36,22 @@ import (
 	"flag"
 	"fmt"
 	"log"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivermigrate"
 
 	"github.com/switchboardhq/switchboard"
 	"github.com/switchboardhq/switchboard/store"
@@ -43,10 +61,12 @@ import (
 )
 
 var (
-	dur     = flag.Duration("d", 10*time.Second, "duration of each scenario")
-	procs   = flag.Int("procs", 2, "processes sharing the database")
-	workers = flag.Int("workers", 16, "workers in all (split over the processes)")
-	dsnFlag = flag.String("dsn", os.Getenv("SWITCHBOARD_POSTGRES_DSN"), "PostgreSQL DSN (default $SWITCHBOARD_POSTGRES_DSN)")
+	dur      = flag.Duration("d", 5*time.Second, "duration of each round")
+	rounds   = flag.Int("rounds", 3, "alternating rounds per lifecycle figure")
+	procList = flag.String("procs", "1,2,4", "process counts for the lifecycle")
+	workers  = flag.Int("workers", 16, "workers (and creators) in all, split over the processes")
+	noRiver  = flag.Bool("switchboard-only", false, "skip River and the claim figures (for profiling)")
+	dsnFlag  = flag.String("dsn", os.Getenv("SWITCHBOARD_POSTGRES_DSN"), "PostgreSQL DSN (default $SWITCHBOARD_POSTGRES_DSN)")
 )
 
 const childEnv = "SWITCHBOARD_BENCH_CHILD"
@@ -57,18 +77,19 @@ var ctx = context.Background()
 type job struct {
 	DSN      string           `json:"dsn"`
 	Options  postgres.Options `json:"options"`
-	Scenario string           `json:"scenario"` // claim | lifecycle
+	Scenario string           `json:"scenario"` // claim | lifecycle | river
 	Workers  int              `json:"workers"`
 	Friend   string           `json:"friend"`
 	Worker   string           `json:"worker"`
+	Schema   string           `json:"schema"` // River's
 	Start    time.Time        `json:"start"`
 	Duration time.Duration    `json:"duration"`
 }
 
 type result struct {
-	Done    int64         `json:"done"`
-	Elapsed time.Duration `json:"elapsed"`
-	Stats   postgres.Stats
+	Done    int64          `json:"done"`
+	Elapsed time.Duration  `json:"elapsed"`
+	Stats   postgres.Stats `json:"stats"`
 }
 
 func main() {
@@ -82,14 +103,48 @@ func main() {
 	if *dsnFlag == "" {
 		log.Fatal("set SWITCHBOARD_POSTGRES_DSN or -dsn (.ci/postgres start prints one)")
 	}
-	fmt.Printf("%d workers in %d processes, %s per scenario, PostgreSQL at %s\n\n", *workers, *procs, *dur, *dsnFlag)
-	fmt.Printf("%-44s %12s %28s\n", "scenario", "per second", "retried")
-	naiveOpts := postgres.Options{ConcurrentWriters: true, CommitEachUpdate: true, MaxRetries: 1 << 20}
-	naive := claim(naiveOpts, "claim", "claim, naive SERIALIZABLE", 0)
-	claim(postgres.Options{}, "claim", "claim, switchboard (writer lock)", naive)
-	naive = claim(naiveOpts, "claim+complete", "claim+complete, naive SERIALIZABLE", 0)
-	claim(postgres.Options{}, "claim+complete", "claim+complete, switchboard", naive)
-	lifecycle()
+	var procs []int
+	for _, f := range strings.Split(*procList, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			log.Fatalf("-procs: %q", f)
+		}
+		procs = append(procs, n)
+	}
+	fmt.Printf("PostgreSQL at %s; %d workers and %d creators in all; %s rounds\n\n", *dsnFlag, *workers, *workers, *dur)
+	fmt.Println("| figure | value | baseline (same run) | ratio | retried |")
+	fmt.Println("|---|---|---|---|---|")
+
+	if *noRiver {
+		for _, p := range procs {
+			for range *rounds {
+				v, st, lat := lifecycle(p, p == 2)
+				fmt.Printf("| lifecycle, %d processes | %.0f/s | %s retried | %d events delivered |\n", p, v, retried(st), len(lat))
+			}
+		}
+		return
+	}
+	naive := claims(postgres.Options{SerializableClaims: true, CommitEachUpdate: true, MaxRetries: 1 << 20}, 2)
+	locked := claims(postgres.Options{}, 2)
+	fmt.Printf("| claims, %d workers in 2 processes | %.0f/s | naive SERIALIZABLE %.0f/s (%s retried) | %.2f× | %s |\n",
+		*workers, locked.rate, naive.rate, naive.retried, locked.rate/naive.rate, locked.retried)
+
+	byProcs := map[int]float64{}
+	for _, p := range procs {
+		sbRate, riverRate, ratio, retried, lat := lifecycleRounds(p)
+		byProcs[p] = sbRate
+		fmt.Printf("| lifecycle, %d+%d over %d process(es) | %.0f/s | River %.0f/s | %.2f× | %s |\n",
+			*workers, *workers, p, sbRate, riverRate, ratio, retried)
+		if len(lat) > 0 {
+			fmt.Printf("| commit → Subscribe delivery, %d processes under that load | p50 %s, p99 %s | | | %d events |\n",
+				p, pct(lat, 50), pct(lat, 99), len(lat))
+		}
+	}
+	if byProcs[2] > 0 && byProcs[4] > 0 {
+		fmt.Printf("| lifecycle, 4 processes / 2 processes | %.2f× | | | |\n", byProcs[4]/byProcs[2])
+	}
+	bolt := boltLifecycle()
+	fmt.Printf("| lifecycle, %d+%d, bolt store, 1 process | %.0f/s | | | |\n", *workers, *workers, bolt)
 }
 
 func must(err error) {
@@ -98,12 +153,16 @@ func must(err error) {
 	}
 }
 
-func row(name string, v float64, retried string, base float64) {
-	vs := ""
-	if base > 0 {
-		vs = fmt.Sprintf("  %.2f× naive", v/base)
-	}
-	fmt.Printf("%-44s %12.0f %28s%s\n", name, v, retried, vs)
+func median(v []float64) float64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+func pct(v []time.Duration, p int) time.Duration {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	return s[min(len(s)-1, len(s)*p/100)].Round(100 * time.Microsecond)
 }
 
 // deployment is a fresh table with a friend grant and a worker credential
@@ -129,10 +188,11 @@ func newDeployment(opts postgres.Options) *deployment {
 
 // drop removes the deployment's tables.
 func (d *deployment) drop() {
+	must(d.sb.Close())
 	must(d.st.Close())
 	c, err := pgx.Connect(ctx, *dsnFlag)
 	must(err)
-	_, err = c.Exec(ctx, `DROP TABLE `+d.table+`, `+d.table+`_schema`)
+	_, err = c.Exec(ctx, `DROP TABLE `+d.table+`, `+d.table+`_schema; DROP SEQUENCE `+d.table+`_append, `+d.table+`_numbers`)
 	must(err)
 	must(c.Close(ctx))
 }
@@ -184,17 +244,17 @@ func (d *deployment) fill(n int) {
 	wg.Wait()
 }
 
-// spawn runs j in *procs children at once and sums what they report.
-func spawn(j job) (done int64, elapsed time.Duration, stats postgres.Stats) {
+// spawn runs j in procs children at once and sums what they report.
+func spawn(j job, procs int) (done int64, elapsed time.Duration, stats postgres.Stats) {
 	j.DSN = *dsnFlag
-	j.Workers = max(1, *workers / *procs)
+	j.Workers = max(1, *workers/procs)
 	j.Start = time.Now().Add(2 * time.Second) // all children start together, connected
 	j.Duration = *dur
 	raw, err := json.Marshal(j)
 	must(err)
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	for range *procs {
+	for range procs {
 		wg.Go(func() {
 			cmd := exec.Command(os.Args[0])
 			cmd.Env = append(os.Environ(), childEnv+"="+string(raw))
@@ -220,32 +280,100 @@ func retried(s postgres.Stats) string {
 	if s.Commits+s.Retries == 0 {
 		return "-"
 	}
-	return fmt.Sprintf("%.1f%% (%.1f calls/commit)", 100*float64(s.Retries)/float64(s.Commits+s.Retries), float64(s.Updates)/float64(s.Commits))
+	return fmt.Sprintf("%.1f%%", 100*float64(s.Retries)/float64(s.Commits+s.Retries))
 }
 
-// claim measures claims (completed or not, by scenario) per second from a
-// queue filled beforehand.
-func claim(opts postgres.Options, scenario, name string, naive float64) float64 {
+type figure struct {
+	rate    float64
+	retried string
+}
+
+// claims measures claims per second from a queue filled beforehand.
+func claims(opts postgres.Options, procs int) figure {
 	d := newDeployment(postgres.Options{})
 	defer d.drop()
-	// Enough for the whole run at a rate well above what is measured.
-	d.fill(int(dur.Seconds() * 3000))
+	d.fill(int(dur.Seconds()*2500) + 1000) // more than the run can claim
 	opts.Table = d.table
-	done, el, stats := spawn(job{Options: opts, Scenario: scenario, Worker: string(d.worker)})
-	v := float64(done) / el.Seconds()
-	row(name, v, retried(stats), naive)
-	return v
+	done, el, stats := spawn(job{Options: opts, Scenario: "claim", Worker: string(d.worker)}, procs)
+	return figure{float64(done) / el.Seconds(), retried(stats)}
 }
 
-// lifecycle measures Work fed by creators, on PostgreSQL across processes
-// and on bolt in one.
-func lifecycle() {
-	d := newDeployment(postgres.Options{})
-	done, el, stats := spawn(job{Options: postgres.Options{Table: d.table}, Scenario: "lifecycle", Friend: string(d.friend), Worker: string(d.worker)})
-	d.drop()
-	pg := float64(done) / el.Seconds()
-	row(fmt.Sprintf("lifecycle, Work %d + %d creators, postgres", *workers, *workers), pg, retried(stats), 0)
+// lifecycleRounds measures the lifecycle over procs processes in rounds
+// alternating with River's, and returns the medians, the median of the
+// per-round ratios, the retry share and (with 2 processes) the
+// commit-to-delivery latencies seen by a subscriber.
+func lifecycleRounds(procs int) (sbRate, riverRate, ratio float64, retry string, lat []time.Duration) {
+	var sbs, rivers, ratios []float64
+	var stats postgres.Stats
+	for r := range *rounds {
+		var s, rv float64
+		for i := range 2 {
+			if (r+i)%2 == 0 {
+				var st postgres.Stats
+				var l []time.Duration
+				s, st, l = lifecycle(procs, procs == 2)
+				stats.Commits += st.Commits
+				stats.Retries += st.Retries
+				lat = append(lat, l...)
+			} else {
+				rv = riverLifecycle(procs)
+			}
+		}
+		sbs, rivers, ratios = append(sbs, s), append(rivers, rv), append(ratios, s/rv)
+	}
+	return median(sbs), median(rivers), median(ratios), retried(stats), lat
+}
 
+// lifecycle runs switchboard's lifecycle once over procs processes; with
+// subscribe, a subscriber in this process follows the queue meanwhile.
+func lifecycle(procs int, subscribe bool) (float64, postgres.Stats, []time.Duration) {
+	d := newDeployment(postgres.Options{})
+	defer d.drop()
+	var lat []time.Duration
+	var wg sync.WaitGroup
+	sctx, stop := context.WithCancel(ctx)
+	if subscribe {
+		evs, err := d.sb.Events(ctx, 0, 1000)
+		must(err)
+		sub := d.sb.Subscribe(sctx, evs[len(evs)-1].Seq, &switchboard.EventFilter{Queue: switchboard.QueueAddress("bob-desk", "inbox")})
+		wg.Go(func() {
+			for e := range sub.C {
+				lat = append(lat, time.Since(e.At))
+			}
+		})
+	}
+	done, el, stats := spawn(job{Options: postgres.Options{Table: d.table}, Scenario: "lifecycle", Friend: string(d.friend), Worker: string(d.worker)}, procs)
+	stop()
+	wg.Wait()
+	return float64(done) / el.Seconds(), stats, lat
+}
+
+// riverLifecycle runs River's cycle once over procs processes, in a schema
+// of its own.
+func riverLifecycle(procs int) float64 {
+	tables++
+	schema := fmt.Sprintf("river_bench_%d_%d", os.Getpid(), tables)
+	pool, err := pgxpool.New(ctx, *dsnFlag)
+	must(err)
+	defer pool.Close()
+	_, err = pool.Exec(ctx, `CREATE SCHEMA `+schema)
+	must(err)
+	defer func() {
+		_, err := pool.Exec(ctx, `DROP SCHEMA `+schema+` CASCADE`)
+		must(err)
+	}()
+	m, err := rivermigrate.New(riverpgxv5.New(pool), &rivermigrate.Config{Schema: schema, Logger: quiet})
+	must(err)
+	_, err = m.Migrate(ctx, rivermigrate.DirectionUp, nil)
+	must(err)
+	done, el, _ := spawn(job{Scenario: "river", Schema: schema}, procs)
+	return float64(done) / el.Seconds()
+}
+
+var quiet = slog.New(slog.DiscardHandler)
+
+// boltLifecycle runs the lifecycle on the bolt store in this process.
+func boltLifecycle() float64 {
 	dir, err := os.MkdirTemp("", "switchboard-bench")
 	must(err)
 	defer os.RemoveAll(dir)
@@ -253,23 +381,27 @@ func lifecycle() {
 	must(err)
 	defer st.Close()
 	sb, friend, worker := setup(st)
+	defer sb.Close()
 	n, el := work(sb, friend, worker, *workers, *workers, time.Now(), *dur)
-	v := float64(n) / el.Seconds()
-	fmt.Printf("%-44s %12.0f %9s  postgres is %.2f× bolt\n", fmt.Sprintf("lifecycle, Work %d + %d creators, bolt", *workers, *workers), v, "-", pg/v)
+	return float64(n) / el.Seconds()
 }
 
 // runChild runs one child's share of a scenario.
 func runChild(j job) result {
+	if j.Scenario == "river" {
+		return riverChild(j)
+	}
 	o := j.Options
 	st, err := postgres.Open(ctx, j.DSN, &o)
 	must(err)
 	defer st.Close()
 	sb, err := switchboard.New(st, &switchboard.Config{Quotas: off})
 	must(err)
+	defer sb.Close()
 	var r result
 	switch j.Scenario {
-	case "claim", "claim+complete":
-		r.Done, r.Elapsed = claimLoop(sb, switchboard.Credential(j.Worker), j.Workers, j.Scenario == "claim+complete", j.Start, j.Duration)
+	case "claim":
+		r.Done, r.Elapsed = claimLoop(sb, switchboard.Credential(j.Worker), j.Workers, j.Start, j.Duration)
 	case "lifecycle":
 		r.Done, r.Elapsed = work(sb, switchboard.Credential(j.Friend), switchboard.Credential(j.Worker), j.Workers, j.Workers, j.Start, j.Duration)
 	}
@@ -277,9 +409,8 @@ func runChild(j job) result {
 	return r
 }
 
-// claimLoop claims (and completes, if complete) with n goroutines until d
-// has passed or the queue is empty.
-func claimLoop(sb *switchboard.Switchboard, cred switchboard.Credential, n int, complete bool, start time.Time, d time.Duration) (int64, time.Duration) {
+// claimLoop claims with n goroutines until d has passed.
+func claimLoop(sb *switchboard.Switchboard, cred switchboard.Credential, n int, start time.Time, d time.Duration) (int64, time.Duration) {
 	time.Sleep(time.Until(start))
 	deadline := start.Add(d)
 	var done atomic.Int64
@@ -287,14 +418,11 @@ func claimLoop(sb *switchboard.Switchboard, cred switchboard.Credential, n int, 
 	for range n {
 		wg.Go(func() {
 			for time.Now().Before(deadline) {
-				_, l, err := sb.Claim(ctx, cred, "inbox", nil)
+				_, _, err := sb.Claim(ctx, cred, "inbox", nil)
 				if errors.Is(err, switchboard.ErrQueueEmpty) {
 					return
 				}
 				must(err)
-				if complete {
-					must(sb.Complete(ctx, cred, l, nil))
-				}
 				done.Add(1)
 			}
 		})
@@ -331,4 +459,71 @@ func work(sb *switchboard.Switchboard, friend, worker switchboard.Credential, co
 	el := time.Since(start)
 	wg.Wait()
 	return done.Load(), el
+}
+
+// benchArgs is River's job: the same 256-byte payload as the todos.
+type benchArgs struct {
+	Payload []byte `json:"payload"`
+}
+
+func (benchArgs) Kind() string { return "bench" }
+
+type benchWorker struct {
+	river.WorkerDefaults[benchArgs]
+	done *atomic.Int64
+}
+
+func (w *benchWorker) Work(context.Context, *river.Job[benchArgs]) error {
+	w.done.Add(1)
+	return nil
+}
+
+// riverChild runs River's cycle: a client with j.Workers workers, fed by as
+// many goroutines inserting one job at a time, counted at the worker.
+func riverChild(j job) result {
+	pool, err := pgxpool.New(ctx, j.DSN)
+	must(err)
+	defer pool.Close()
+	var done atomic.Int64
+	workers := river.NewWorkers()
+	river.AddWorker(workers, &benchWorker{done: &done})
+	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
+		Schema: j.Schema,
+		Logger: quiet,
+		// River tuned for throughput: its default cooldown (100 ms
+		// between fetches) caps a client at 10 fetches a second.
+		FetchCooldown:     river.FetchCooldownMin,
+		FetchPollInterval: envDur("RIVER_POLL", time.Second),
+		Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: j.Workers}},
+		Workers:           workers,
+	})
+	must(err)
+	must(client.Start(ctx))
+	time.Sleep(time.Until(j.Start))
+	wctx, stop := context.WithTimeout(ctx, j.Duration)
+	defer stop()
+	done.Store(0)
+	var wg sync.WaitGroup
+	for range j.Workers {
+		wg.Go(func() {
+			for wctx.Err() == nil {
+				if _, err := client.Insert(wctx, benchArgs{Payload: make([]byte, 256)}, nil); err != nil && wctx.Err() == nil {
+					must(err)
+				}
+			}
+		})
+	}
+	<-wctx.Done()
+	n := done.Load()
+	el := time.Since(j.Start)
+	wg.Wait()
+	must(client.Stop(context.Background()))
+	return result{Done: n, Elapsed: el}
+}
+
+func envDur(name string, def time.Duration) time.Duration {
+	if v, err := time.ParseDuration(os.Getenv(name)); err == nil {
+		return v
+	}
+	return def
 }
