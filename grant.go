@@ -13,6 +13,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/switchboardhq/switchboard/store"
 )
 
 // GrantState is the state of a grant.
@@ -280,7 +282,8 @@ func (s *Switchboard) Revoke(ctx context.Context, human Human, grantID string) e
 	if err := human.validate(); err != nil {
 		return fmt.Errorf("switchboard: revoke: %w", err)
 	}
-	err := s.update(ctx, func(t *txn) error {
+	var revoked []revokedGrant
+	err := s.updateRevoking(ctx, func(t *txn) error {
 		g, e, err := t.grantWithEdge(grantID)
 		if err != nil {
 			return err
@@ -292,9 +295,22 @@ func (s *Switchboard) Revoke(ctx context.Context, human Human, grantID string) e
 			return nil
 		}
 		return t.revokeGrant(g, e, humanActor(human), "revoked", true)
-	})
+	}, &revoked)
+	if err == nil {
+		err = s.cancelRevoked(ctx, revoked)
+	}
 	if err != nil {
 		return fmt.Errorf("switchboard: revoke: %w", err)
+	}
+	return nil
+}
+
+// cancelRevoked runs cancelQueued for each grant a transaction revoked.
+func (s *Switchboard) cancelRevoked(ctx context.Context, revoked []revokedGrant) error {
+	for _, r := range revoked {
+		if err := s.cancelQueued(ctx, r); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -357,28 +373,78 @@ func (t *txn) revokeGrant(g *grantRec, e *edgeRec, actor, why string, cancelQueu
 			return err
 		}
 	}
-	if !cancelQueued {
-		return nil
-	}
-	var queued []string
-	err := t.scanPrefix(tIdx, idxKey(idxGrant, g.ID, ""), func(_, id string) (bool, error) {
-		queued = append(queued, id)
-		return true, nil
-	})
-	if err != nil {
-		return err
-	}
-	for _, id := range queued {
-		td, err := t.todo(id)
-		if err != nil {
-			return err
-		}
-		if td.State != TodoQueued {
-			continue
-		}
-		if err := t.endTodo(td, TodoCancelled, AttemptRevoked, actor, "grant revoked"); err != nil {
-			return err
-		}
+	if cancelQueued {
+		t.revoked = append(t.revoked, revokedGrant{g.ID, actor})
 	}
 	return nil
+}
+
+// revokedGrant is a grant a transaction revoked whose queued todos are to
+// be cancelled after it commits (see cancelQueued).
+type revokedGrant struct{ id, actor string }
+
+// cancelBatch bounds the todos one cancelling transaction reads.
+const cancelBatch = 256
+
+// cancelQueued cancels the todos grant id created that are still queued,
+// in transactions of at most cancelBatch todos, walking the grant's index
+// with a cursor: a grant that created a million todos is revoked in a
+// small transaction, not one that reads them all. Meanwhile no claim takes
+// such a todo (claimIn cancels a queued todo whose creating grant is no
+// longer active instead), so revocation is as if every queued todo was
+// cancelled when it committed. On a store whose writers run concurrently a
+// CreateFor that read the grant before the revocation and commits after a
+// pass has read the index conflicts with the pass (serializable isolation
+// aborts one of them), so the last pass sees every todo.
+func (s *Switchboard) cancelQueued(ctx context.Context, r revokedGrant) error {
+	from := idxKey(idxGrant, r.id, "")
+	end := prefixEnd(from)
+	for {
+		var next []byte
+		err := s.update(ctx, func(t *txn) error {
+			next = nil
+			var ids []string
+			var last []byte
+			if err := t.tx.Scan(tIdx, []byte(from), end, func(k, v []byte) bool {
+				ids, last = append(ids, string(v)), k
+				return len(ids) < cancelBatch
+			}); err != nil {
+				return err
+			}
+			if p, ok := t.tx.(store.Prefetcher); ok && len(ids) > 0 {
+				keys := make([][]byte, len(ids))
+				for i, id := range ids {
+					keys[i] = []byte(id)
+				}
+				if err := p.Prefetch(tTodos, keys); err != nil {
+					return err
+				}
+			}
+			for _, id := range ids {
+				td, err := t.todo(id)
+				if isNotFound(err) {
+					continue // purged
+				}
+				if err != nil {
+					return err
+				}
+				if td.State == TodoQueued {
+					if err := t.endTodo(td, TodoCancelled, AttemptRevoked, r.actor, "grant revoked"); err != nil {
+						return err
+					}
+				}
+			}
+			if len(ids) == cancelBatch {
+				next = append(last, 0)
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("cancel the queued todos of grant %s: %w", r.id, err)
+		}
+		if next == nil {
+			return nil
+		}
+		from = string(next)
+	}
 }

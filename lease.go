@@ -165,6 +165,21 @@ func (s *Switchboard) claimIn(t *txn, g *grantRec, qkey string, n int, d time.Du
 			// the entry was read): it is not ready, so not claimed.
 			continue
 		}
+		if r.Origin.Grant != "" {
+			// A todo whose creating grant was revoked is cancelled, not
+			// claimed: Revoke cancels such todos after it commits
+			// (cancelQueued), and none may be claimed meanwhile.
+			og, err := getHot[grantRec](t, tGrants, r.Origin.Grant, "grant")
+			if err != nil && !isNotFound(err) {
+				return nil, err
+			}
+			if err != nil || og.State != GrantActive {
+				if err := t.endTodo(r, TodoCancelled, AttemptRevoked, systemActor, "grant revoked"); err != nil {
+					return nil, err
+				}
+				continue
+			}
+		}
 		if err := t.del(tIdx, readyKey(r)); err != nil {
 			return nil, err
 		}

@@ -565,3 +565,36 @@ func TestCreateForCopiesThePayload(t *testing.T) {
 		require.Equal(t, "first", string(got.Payload))
 	})
 }
+
+// Revoking a grant that created more todos than one cancelling transaction
+// reads cancels every one still queued, and leaves those already claimed
+// or done alone.
+func TestRevokeCancelsManyQueuedTodos(t *testing.T) {
+	eachBackend(t, func(t *testing.T, h *harness) {
+		g, friend := h.friend(h.alice, h.bob, "alice-bot", "bob-desk", inboxCreate)
+		w := h.worker(h.bob, "bob-desk", "inbox")
+		for i := range 600 {
+			_, _, err := h.sb.CreateFor(ctx, friend, "inbox", sb.NewTodo{Kind: "k", Title: fmt.Sprint(i)})
+			require.NoError(t, err)
+		}
+		claimed, _, err := h.sb.Claim(ctx, w, "inbox", nil)
+		require.NoError(t, err)
+		require.NoError(t, h.sb.Revoke(ctx, h.bob, g.ID))
+		_, _, err = h.sb.Claim(ctx, w, "inbox", nil)
+		require.ErrorIs(t, err, sb.ErrQueueEmpty)
+		cancelled := 0
+		for page := (&sb.ListOptions{State: sb.TodoCancelled, Limit: 1000}); ; {
+			got, err := h.sb.List(ctx, w, "inbox", page)
+			require.NoError(t, err)
+			cancelled += len(got)
+			if len(got) < page.Limit {
+				break
+			}
+			page.After = got[len(got)-1].ID
+		}
+		require.Equal(t, 599, cancelled)
+		got, err := h.sb.Get(ctx, w, claimed.ID)
+		require.NoError(t, err)
+		require.Equal(t, sb.TodoLeased, got.State, "the claimed one stays with its worker")
+	})
+}

@@ -37,7 +37,8 @@ const reapBatch = 500
 // expiry times — but it keeps queues and approval lists tidy.
 func (s *Switchboard) Reap(ctx context.Context) (ReapStats, error) {
 	var st ReapStats
-	err := s.update(ctx, func(t *txn) error {
+	var revoked []revokedGrant
+	err := s.updateRevoking(ctx, func(t *txn) error {
 		st = ReapStats{}
 		now := timeKey(t.now)
 		var leases []string
@@ -114,7 +115,10 @@ func (s *Switchboard) Reap(ctx context.Context) (ReapStats, error) {
 			st.TodosPurged, err = s.purgeTodos(t, reapBatch, nil)
 		}
 		return err
-	})
+	}, &revoked)
+	if err == nil {
+		err = s.cancelRevoked(ctx, revoked)
+	}
 	if err != nil {
 		return ReapStats{}, fmt.Errorf("switchboard: reap: %w", err)
 	}

@@ -54,11 +54,12 @@ type txn struct {
 	// it. nil in serializable transactions, where plain reads are safe.
 	locker store.Locker
 
-	events   []Event   // emitted, flushed into the log (or pending) at the end
-	log      *logState // the audit log's state, once read
-	logDirty bool      // log changed (a todo seq) without an event to write it
-	logged   int       // events this transaction added to the log
-	pending  int       // events this transaction wrote pending, for the sequencer
+	events   []Event        // emitted, flushed into the log (or pending) at the end
+	log      *logState      // the audit log's state, once read
+	logDirty bool           // log changed (a todo seq) without an event to write it
+	logged   int            // events this transaction added to the log
+	revoked  []revokedGrant // grants revoked here whose queued todos are cancelled after commit
+	pending  int            // events this transaction wrote pending, for the sequencer
 }
 
 // update runs fn in one store Update with the clock read once, so every
@@ -68,6 +69,17 @@ type txn struct {
 // turn (a lease granted later never starts before one granted earlier).
 func (s *Switchboard) update(ctx context.Context, fn func(*txn) error) error {
 	return s.updateWith(ctx, s.st.Update, false, fn)
+}
+
+// updateRevoking is update for a transaction that may revoke grants
+// (revokeGrant with cancelQueued): their queued todos are cancelled after
+// it commits (cancelRevoked), and *revoked says which they are.
+func (s *Switchboard) updateRevoking(ctx context.Context, fn func(*txn) error, revoked *[]revokedGrant) error {
+	return s.update(ctx, func(t *txn) error {
+		err := fn(t)
+		*revoked = t.revoked
+		return err
+	})
 }
 
 // updateLocked is update for the claim path: on a store.LockingStore it

@@ -48,6 +48,9 @@ type childConfig struct {
 	// that found its queue empty; the audit log's sequencer waits less),
 	// so the parent knows it is blocked without guessing.
 	AnnounceWaits bool `json:"announce_waits,omitempty"`
+	// ApplicationName names the child's database connections, so a test
+	// can find (and cut) them.
+	ApplicationName string `json:"application_name,omitempty"`
 }
 
 // lockedEncoder is the child's stdout, shared by its answers and its
@@ -81,13 +84,16 @@ func (c announcingClock) After(d time.Duration) <-chan time.Time {
 
 // command is one call for a child; answer is its outcome.
 type command struct {
-	Op      string                     `json:"op"` // create, claim, drain, request, flood
-	N       int                        `json:"n,omitempty"`
-	Cred    string                     `json:"cred,omitempty"`
-	Queue   string                     `json:"queue,omitempty"`
-	Wait    bool                       `json:"wait,omitempty"`
-	Workers int                        `json:"workers,omitempty"`
-	Request *switchboard.FriendRequest `json:"request,omitempty"`
+	Op       string                      `json:"op"` // create, claim, drain, request, flood
+	N        int                         `json:"n,omitempty"`
+	Worker   string                      `json:"worker,omitempty"`
+	First    int                         `json:"first,omitempty"`
+	Cred     string                      `json:"cred,omitempty"`
+	Queue    string                      `json:"queue,omitempty"`
+	Wait     bool                        `json:"wait,omitempty"`
+	Workers  int                         `json:"workers,omitempty"`
+	Request  *switchboard.FriendRequest  `json:"request,omitempty"`
+	Requests []switchboard.FriendRequest `json:"requests,omitempty"` // sent all at once (op "requests")
 }
 
 type answer struct {
@@ -96,6 +102,8 @@ type answer struct {
 	Is      []string            `json:"is,omitempty"` // sentinels the error matches
 	Leases  []switchboard.Lease `json:"leases,omitempty"`
 	Elapsed time.Duration       `json:"elapsed,omitempty"`
+	History []linOp             `json:"history,omitempty"`
+	OK      int                 `json:"ok,omitempty"` // op "requests": how many created an edge
 }
 
 func TestMain(m *testing.M) {
@@ -118,7 +126,11 @@ func child(raw string) error {
 	ctx := context.Background()
 	o := cfg.Options
 	o.Table = cfg.Table
-	st, err := postgres.Open(ctx, cfg.DSN, &o)
+	dsn := cfg.DSN
+	if cfg.ApplicationName != "" {
+		dsn += "&application_name=" + cfg.ApplicationName
+	}
+	st, err := postgres.Open(ctx, dsn, &o)
 	if err != nil {
 		return err
 	}
@@ -173,6 +185,20 @@ func serve(ctx context.Context, sb *switchboard.Switchboard, c command) answer {
 		a.ID = t.ID
 	case "drain":
 		a.Leases, err = drain(ctx, sb, cred, c.Queue, c.Workers)
+	case "history":
+		return linHistory(ctx, sb, c)
+	case "requests":
+		var ok atomic.Int64
+		var wg sync.WaitGroup
+		for _, r := range c.Requests {
+			wg.Go(func() {
+				if _, created, err := sb.Request(ctx, r); err == nil && created {
+					ok.Add(1)
+				}
+			})
+		}
+		wg.Wait()
+		a.OK = int(ok.Load())
 	case "flood":
 		// c.N creates from c.Workers goroutines, for a parent that kills
 		// the process in the middle of them.
@@ -567,4 +593,93 @@ func TestMultiProcessClaimWakes(t *testing.T) {
 	case <-time.After(30 * time.Second): // half the poll interval: only a notification explains a return
 		t.Fatal("the blocked claim in the other process did not wake")
 	}
+}
+
+// Under contention, from two processes at once: a requester's bucket of 4
+// admits exactly 4 of 16 concurrent requests, and one ID token sent 8
+// times at once is accepted exactly once. (Run at a weaker isolation, the
+// read-modify-write of the bucket and the replay record admit more.)
+func TestMultiProcessQuotaAndReplayUnderContention(t *testing.T) {
+	q := switchboard.Quotas{RequesterBurst: 4, RequesterRefill: time.Hour, TargetBurst: -1, PendingPerTarget: -1, LiveEdgesPerRequester: -1, Cooldown: -1}
+	d := newDeployment(t, q, time.Second)
+	ctx := context.Background()
+	var targets []string
+	for i := range 16 {
+		id := fmt.Sprintf("t%02d-desk", i)
+		_, err := d.sb.Publish(ctx, switchboard.Persona{ID: id, Owner: d.iss.Human(fmt.Sprintf("t%02d", i)), Discoverable: true,
+			Card: switchboard.PersonaCard(id, "test persona", "1.0", "https://example.test/"+id)})
+		require.NoError(t, err)
+		targets = append(targets, id)
+	}
+	scope := switchboard.Scope{{Queue: "inbox", Verbs: []switchboard.Verb{switchboard.VerbCreateFor}}}
+	request := func(from, human, to string) switchboard.FriendRequest {
+		_, pickup := switchboard.NewPickup()
+		r := switchboard.FriendRequest{From: from, To: to, Scope: scope, Why: "contention", Pickup: pickup}
+		r.IDToken = d.iss.RequestToken(human, r, time.Now())
+		return r
+	}
+	procs := []*proc{d.start(), d.start()}
+	for i, p := range procs {
+		var rs []switchboard.FriendRequest
+		for _, to := range targets[8*i : 8*i+8] {
+			rs = append(rs, request("alice-bot", "alice", to))
+		}
+		p.send(command{Op: "requests", Requests: rs})
+	}
+	ok := 0
+	for _, p := range procs {
+		a := p.recv()
+		require.Empty(t, a.Err)
+		ok += a.OK
+	}
+	require.Equal(t, 4, ok, "the bucket of 4 admitted %d of 16 concurrent requests", ok)
+
+	// Replay: carol's one token, 4 times in each process at once.
+	_, err := d.sb.Publish(ctx, switchboard.Persona{ID: "carol-bot", Owner: d.iss.Human("carol"), Discoverable: true,
+		Card: switchboard.PersonaCard("carol-bot", "test persona", "1.0", "https://example.test/carol-bot")})
+	require.NoError(t, err)
+	same := request("carol-bot", "carol", "bob-desk")
+	for _, p := range procs {
+		p.send(command{Op: "requests", Requests: []switchboard.FriendRequest{same, same, same, same}})
+	}
+	ok = 0
+	for _, p := range procs {
+		a := p.recv()
+		require.Empty(t, a.Err)
+		ok += a.OK
+	}
+	require.Equal(t, 1, ok, "one ID token made %d edges", ok)
+}
+
+// Revocation wins under contention: while two processes create todos
+// through a grant as fast as they can, the parent revokes it; afterwards no
+// todo created through the grant is left queued — those that committed
+// before the revocation were cancelled by it, and none committed after.
+func TestMultiProcessRevocationUnderContention(t *testing.T) {
+	d := newDeployment(t, switchboard.Quotas{}, time.Second)
+	grant, friend, _ := d.friend()
+	ctx := context.Background()
+	procs := []*proc{d.start(), d.start()}
+	for _, p := range procs {
+		p.send(command{Op: "flood", Cred: string(friend), Queue: "inbox", N: 1_000_000, Workers: 8})
+	}
+	require.Eventually(t, func() bool {
+		n := 0
+		require.NoError(t, d.st.View(ctx, func(tx store.Tx) error {
+			return tx.Scan("todos", nil, nil, func(_, _ []byte) bool { n++; return n < 200 })
+		}))
+		return n >= 200
+	}, time.Minute, time.Millisecond, "the floods create nothing")
+	require.NoError(t, d.sb.Revoke(ctx, d.bob, grant.ID))
+	for i, p := range procs {
+		a := p.recv()
+		require.Contains(t, a.Is, "unauthenticated", "process %d's flood ended with %q", i, a.Err)
+	}
+	w := d.workerCred()
+	queued, err := d.sb.List(ctx, w, "inbox", &switchboard.ListOptions{State: switchboard.TodoQueued, Limit: 1000})
+	require.NoError(t, err)
+	require.Empty(t, queued, "todos from the revoked grant still queued")
+	cancelled, err := d.sb.List(ctx, w, "inbox", &switchboard.ListOptions{State: switchboard.TodoCancelled, Limit: 1000})
+	require.NoError(t, err)
+	require.NotEmpty(t, cancelled)
 }

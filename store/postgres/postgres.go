@@ -98,7 +98,9 @@ type Options struct {
 	// instead of grouping concurrent ones (see Group commit).
 	CommitEachUpdate bool
 	// MaxBatch bounds how many Update calls one transaction groups. Zero
-	// means 128.
+	// means 32: larger serializable transactions hold more predicate
+	// locks, and the server's room for them is shared
+	// (max_pred_locks_per_transaction × max_connections).
 	MaxBatch int
 	// MaxRetries bounds how many times an Update is run again after a
 	// serialization failure or deadlock. Zero means 30; the last error is
@@ -187,7 +189,7 @@ func Open(ctx context.Context, dsn string, opts *Options) (*Store, error) {
 		o.MaxConns = 16
 	}
 	if o.MaxBatch <= 0 {
-		o.MaxBatch = 128
+		o.MaxBatch = 32
 	}
 	if o.MaxRetries <= 0 {
 		o.MaxRetries = 30
@@ -413,11 +415,13 @@ func (s *Store) txn(ctx context.Context, fn func(store.Tx) error, iso isolation)
 	}
 }
 
-// retryable reports whether err is a serialization failure or a deadlock:
-// the transaction was rolled back and may simply be run again.
+// retryable reports whether err is a serialization failure, a deadlock or
+// the server running out of room for serializable transactions' predicate
+// locks (53200, which transactions ending free up): the transaction was
+// rolled back and may simply be run again.
 func retryable(err error) bool {
 	var pe *pgconn.PgError
-	return errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01")
+	return errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01" || pe.Code == "53200")
 }
 
 // once runs fn in one transaction: BEGIN (sent with the first read), fn,
