@@ -19,6 +19,7 @@ import (
 
 	"github.com/coreos/go-oidc/v3/oidc"
 	jose "github.com/go-jose/go-jose/v4"
+	"github.com/gowebpki/jcs"
 )
 
 // Human is a person, identified by an OIDC issuer and the subject that
@@ -55,7 +56,7 @@ type Provenance struct {
 	IssuedAt   time.Time `json:"issued_at"`       // the token's iat
 	ExpiresAt  time.Time `json:"expires_at"`      // the token's exp
 	VerifiedAt time.Time `json:"verified_at"`     // when switchboard verified it
-	TokenHash  string    `json:"token_hash"`      // base64url SHA-256 of the token's signed claims: one per token, however spelled
+	TokenHash  string    `json:"token_hash"`      // the token's replay key: base64url SHA-256 of the JCS form of its iss, sub, aud (sorted), nonce, iat, exp and jti — one per authentication, however spelled, ordered or re-signed
 }
 
 // Human returns the verified human.
@@ -360,24 +361,63 @@ func clipAll(vs []string) []string {
 }
 
 // RequestNonce returns the nonce an ID token must carry to prove the human
-// behind this friend request: base64url (unpadded) SHA-256 over a canonical
-// encoding of its From, To, normalized Scope, Why and Pickup (IDToken is not
-// read). Covering Pickup means nobody who relays the request can swap in a
-// verifier of their own and collect the credential. The requester's host
-// starts its OIDC login with this nonce (for example with
-// oauth2's AuthCodeURL(state, oidc.Nonce(nonce))), so the token it gets back
-// can be used for this one request and no other.
+// behind this friend request. Covering Pickup means nobody who relays the
+// request can swap in a verifier of their own and collect the credential.
+// The requester's host starts its OIDC login with this nonce (for example
+// with oauth2's AuthCodeURL(state, oidc.Nonce(nonce))), so the token it
+// gets back can be used for this one request and no other.
+//
+// It is a protocol, not only a Go function (version 3):
+//
+//	nonce = base64url-nopad(SHA-256(JCS(
+//	  {"v": 3, "from": From, "to": To, "why": Why, "pickup": Pickup,
+//	   "scope": [{"queue": Queue, "verbs": [Verb, …]}, …]})))
+//
+// where JCS is RFC 8785: members sorted by name, no whitespace, strings
+// escaped only where JSON requires it (so "<", ">", "&" and non-ASCII stay
+// as they are). The scope is the request's, in its order, each entry with
+// exactly its queue and its verbs (an empty list as []); the strings are
+// those of the request as sent. IDToken is not read. For an object of only
+// strings, arrays and the small integer 3, JSON.stringify of an object
+// whose members were added in sorted order is its JCS form: a JavaScript
+// agent computes the nonce in a few lines. testdata/request-nonce.json
+// holds vectors, with the canonical text, that the tests check.
 func RequestNonce(r FriendRequest) string {
-	canon, _ := json.Marshal(struct {
-		V      int    `json:"v"`
-		From   string `json:"from"`
-		To     string `json:"to"`
-		Scope  Scope  `json:"scope"`
-		Why    string `json:"why"`
-		Pickup string `json:"pickup"`
-	}{2, r.From, r.To, Normalize(r.Scope), r.Why, r.Pickup})
-	h := sha256.Sum256(canon)
+	h := sha256.Sum256(RequestNonceInput(r))
 	return base64.RawURLEncoding.EncodeToString(h[:])
+}
+
+// RequestNonceInput returns the canonical text RequestNonce hashes (see
+// RequestNonce): for checking another implementation against this one.
+func RequestNonceInput(r FriendRequest) []byte {
+	type entry struct {
+		Queue string   `json:"queue"`
+		Verbs []string `json:"verbs"`
+	}
+	scope := make([]entry, 0, len(r.Scope))
+	for _, e := range r.Scope {
+		verbs := make([]string, 0, len(e.Verbs))
+		for _, v := range e.Verbs {
+			verbs = append(verbs, string(v))
+		}
+		scope = append(scope, entry{validUTF8(e.Queue), verbs})
+	}
+	b, err := json.Marshal(struct {
+		V      int     `json:"v"`
+		From   string  `json:"from"`
+		To     string  `json:"to"`
+		Scope  []entry `json:"scope"`
+		Why    string  `json:"why"`
+		Pickup string  `json:"pickup"`
+	}{3, validUTF8(r.From), validUTF8(r.To), scope, validUTF8(r.Why), validUTF8(r.Pickup)})
+	if err != nil {
+		panic(err) // strings, slices and an int always encode
+	}
+	canon, err := jcs.Transform(b)
+	if err != nil {
+		panic(err) // json.Marshal's output is JSON
+	}
+	return canon
 }
 
 // checkReplay refuses a token seen before and remembers this one until it

@@ -3,10 +3,12 @@ package switchboard_test
 import (
 	"crypto/rand"
 	"crypto/rsa"
+	"crypto/sha256"
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -501,4 +503,28 @@ func TestAFriendRequestTokenIsNeverALogin(t *testing.T) {
 		_, err = h.sb.VerifyHuman(ctx, fresh, "login-7")
 		require.ErrorIs(t, err, sb.ErrProvenance, "spent on a friend request, though its nonce matches")
 	})
+}
+
+// The request nonce is a protocol: testdata/request-nonce.json holds
+// requests with their canonical text and nonce, for implementations in any
+// language; this one must agree with them.
+func TestRequestNonceVectors(t *testing.T) {
+	raw, err := os.ReadFile("testdata/request-nonce.json")
+	require.NoError(t, err)
+	var doc struct {
+		Vectors []struct {
+			Name      string           `json:"name"`
+			Request   sb.FriendRequest `json:"request"`
+			Canonical string           `json:"canonical"`
+			Nonce     string           `json:"nonce"`
+		} `json:"vectors"`
+	}
+	require.NoError(t, json.Unmarshal(raw, &doc))
+	require.GreaterOrEqual(t, len(doc.Vectors), 5)
+	for _, v := range doc.Vectors {
+		assert.Equal(t, v.Canonical, string(sb.RequestNonceInput(v.Request)), v.Name)
+		assert.Equal(t, v.Nonce, sb.RequestNonce(v.Request), v.Name)
+		h := sha256.Sum256([]byte(v.Canonical))
+		assert.Equal(t, v.Nonce, base64.RawURLEncoding.EncodeToString(h[:]), "%s: the nonce is the hash of the canonical text", v.Name)
+	}
 }

@@ -1,7 +1,8 @@
 // ID-token input: the one reading of an ID token every entry point goes
 // through. A token is accepted only in its canonical compact spelling, and it
-// is known (for replay protection) by its signed content, so no re-spelling
-// of one token is a new token.
+// is known (for replay protection) by the claims that identify the
+// authentication (replayKey), so no re-spelling or re-signing of one token's
+// claims is a new token.
 
 package switchboard
 
@@ -12,10 +13,12 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
 	jose "github.com/go-jose/go-jose/v4"
+	"github.com/gowebpki/jcs"
 
 	"github.com/switchboardhq/switchboard/internal/strictjson"
 )
@@ -25,7 +28,7 @@ type idToken struct {
 	jws     *jose.JSONWebSignature
 	payload []byte         // the signed payload, as decoded from its segment
 	claims  map[string]any // the payload, decoded strictly
-	hash    string         // base64url SHA-256 of the signed payload
+	hash    string         // the replay key: see replayKey
 }
 
 // readClaimNames are the claims switchboard or go-oidc read; a key that
@@ -45,9 +48,9 @@ var headerNames = []string{"alg", "kid", "typ", "cty", "crit", "jwk", "jku", "x5
 // refuses everything a lenient reader would read as the same token (inner or
 // surrounding whitespace, padding, the JSON serialization, non-zero trailing
 // bits). Header and payload are JSON objects without duplicate keys or case
-// twins of the names verifiers read. The returned hash covers the signed
-// payload: two spellings that verify carry the same payload, so they hash the
-// same, even where a signature scheme admits several valid signatures.
+// twins of the names verifiers read. The returned hash is the token's
+// replay key (replayKey): it covers the claims that identify one
+// authentication, not their spelling.
 func parseIDToken(raw string, maxLen int, algs []jose.SignatureAlgorithm) (*idToken, error) {
 	if raw == "" {
 		return nil, errors.New("missing ID token")
@@ -81,8 +84,66 @@ func parseIDToken(raw string, maxLen int, algs []jose.SignatureAlgorithm) (*idTo
 	if len(jws.Signatures) != 1 {
 		return nil, errors.New("ID token must carry exactly one signature")
 	}
-	h := sha256.Sum256(dec[1])
-	return &idToken{jws: jws, payload: dec[1], claims: claims, hash: base64.RawURLEncoding.EncodeToString(h[:])}, nil
+	key, err := replayKey(claims)
+	if err != nil {
+		return nil, fmt.Errorf("ID token claims: %w", err)
+	}
+	return &idToken{jws: jws, payload: dec[1], claims: claims, hash: key}, nil
+}
+
+// replayKey is what identifies one ID token for replay protection,
+// however its claims are spelled, ordered or re-signed: base64url SHA-256
+// of the RFC 8785 (JCS) form of {"iss", "sub", "aud" (as a sorted array of
+// strings), "nonce", "iat", "exp", "jti"} — the members present in the
+// token, numbers canonical. Claims that do not identify the authentication
+// (name, email, anything added) do not change it.
+func replayKey(claims map[string]any) (string, error) {
+	k := map[string]any{}
+	for _, name := range []string{"iss", "sub", "nonce", "jti"} {
+		if v, ok := claims[name]; ok {
+			s, ok := v.(string)
+			if !ok {
+				return "", fmt.Errorf("claim %s is not a string", name)
+			}
+			k[name] = s
+		}
+	}
+	for _, name := range []string{"iat", "exp"} {
+		if v, ok := claims[name]; ok {
+			if _, ok := v.(json.Number); !ok {
+				return "", fmt.Errorf("claim %s is not a number", name)
+			}
+			k[name] = v
+		}
+	}
+	switch aud := claims["aud"].(type) {
+	case nil:
+	case string:
+		k["aud"] = []string{aud}
+	case []any:
+		var list []string
+		for _, a := range aud {
+			s, ok := a.(string)
+			if !ok {
+				return "", errors.New("claim aud holds a non-string")
+			}
+			list = append(list, s)
+		}
+		slices.Sort(list)
+		k["aud"] = slices.Compact(list)
+	default:
+		return "", errors.New("claim aud is neither a string nor an array")
+	}
+	b, err := json.Marshal(k)
+	if err != nil {
+		return "", err
+	}
+	canon, err := jcs.Transform(b)
+	if err != nil {
+		return "", err
+	}
+	h := sha256.Sum256(canon)
+	return base64.RawURLEncoding.EncodeToString(h[:]), nil
 }
 
 // canonicalSegment decodes one segment of a compact JWS, refusing any

@@ -259,3 +259,30 @@ func TestIssuerDocumentsDecodeOneWay(t *testing.T) {
 		}
 	}
 }
+
+// Replay is keyed on the claims that identify the authentication, not on
+// the payload's spelling: the same claims with their members in another
+// order, a number written another way, an audience as an array, and a
+// claim added, signed again, are the same token.
+func TestAReSignedTokenIsTheSameToken(t *testing.T) {
+	eachBackend(t, func(t *testing.T, h *harness) {
+		r := sb.FriendRequest{Pickup: testPickup, From: "alice-bot", To: "bob-desk", Scope: inboxCreate, Why: "re-signed"}
+		c := h.iss.Claims("alice", nonce(r.From, r.To, r.Scope, r.Why), h.clock.Now())
+		var m map[string]any
+		require.NoError(t, json.Unmarshal([]byte(c.JSON()), &m))
+		r.IDToken = h.iss.Sign(c)
+		e, _, err := h.sb.Request(ctx, r)
+		require.NoError(t, err)
+		require.NoError(t, h.sb.Withdraw(ctx, h.alice, e.ID))
+
+		// Reorder by hand: exp, nonce, sub, then the rest; iat as 1.0e9-style; aud as an array; one more claim.
+		iat := int64(m["iat"].(float64))
+		other := fmt.Sprintf(`{"exp":%d,"nonce":%q,"sub":%q,"aud":[%q],"iss":%q,"iat":%de0,"extra":"x"}`,
+			int64(m["exp"].(float64)), m["nonce"], m["sub"], m["aud"], m["iss"], iat)
+		priv, kid := h.iss.Key()
+		r.IDToken = switchboardtest.SignWith(priv, kid, jose.RS256, other)
+		_, _, err = h.sb.Request(ctx, r)
+		require.ErrorIs(t, err, sb.ErrProvenance)
+		assert.Contains(t, err.Error(), "already used")
+	})
+}
