@@ -80,7 +80,7 @@ func (q Quotas) withDefaults() Quotas {
 // bucket is a token bucket's stored state.
 type bucket struct {
 	Tokens float64   `json:"tokens"`
-	At     time.Time `json:"at"`
+	At     time.Time `json:"at,omitzero"`
 }
 
 // take removes one token from the bucket key in table, refilling one per
@@ -169,7 +169,7 @@ func (t *txn) cooldown(e *edgeRec, d time.Duration) error {
 // blockRec is a stored block.
 type blockRec struct {
 	Blocked Human     `json:"blocked"`
-	At      time.Time `json:"at"`
+	At      time.Time `json:"at,omitzero"`
 }
 
 // Block stops requester's friend requests to every persona of human. A

@@ -17,32 +17,49 @@ type EdgeState string
 // approved → revoked | replaced (a later approval in the same direction took
 // its place).
 const (
-	EdgePending   EdgeState = "pending"
-	EdgeApproved  EdgeState = "approved"
-	EdgeDenied    EdgeState = "denied"
+	// EdgePending: Request made it; it grants nothing and waits, as a todo
+	// in the target human's approvals queue, until that human approves or
+	// denies it, the requesting human withdraws it, or it expires after
+	// Config.PendingTTL (Reap, or the next look at it).
+	EdgePending EdgeState = "pending"
+	// EdgeApproved: the target human approved it, minting its grant (see
+	// Edge.GrantID). It stays approved until either human revokes the
+	// grant, the grant expires or is never collected (Reap), or a later
+	// approval in the same direction replaces it.
+	EdgeApproved EdgeState = "approved"
+	// EdgeDenied: the target human said no. Terminal; the requester may
+	// ask again after Quotas.Cooldown.
+	EdgeDenied EdgeState = "denied"
+	// EdgeWithdrawn: the requesting human took it back while pending.
+	// Terminal, with the same cooldown as a denial.
 	EdgeWithdrawn EdgeState = "withdrawn"
-	EdgeExpired   EdgeState = "expired"
-	EdgeRevoked   EdgeState = "revoked"
-	EdgeReplaced  EdgeState = "replaced"
+	// EdgeExpired: nobody decided within Config.PendingTTL. Terminal.
+	EdgeExpired EdgeState = "expired"
+	// EdgeRevoked: its grant was revoked (by either human, or on expiry).
+	// Terminal: a new request starts a new edge.
+	EdgeRevoked EdgeState = "revoked"
+	// EdgeReplaced: a later approval in the same direction (a changed
+	// scope) took its place; its grant was revoked with it. Terminal.
+	EdgeReplaced EdgeState = "replaced"
 )
 
 // Edge is a friend request and, once approved, the relationship it created —
 // in one direction only: From may hand To work; To gains nothing over From.
 type Edge struct {
-	ID           string     `json:"id"`                // the edge's id
-	From         string     `json:"from"`              // requesting agent
-	To           string     `json:"to"`                // target persona
-	Requester    Human      `json:"requester"`         // the verified human behind From
-	Requested    Scope      `json:"requested"`         // normalized
-	Granted      Scope      `json:"granted,omitempty"` // the scope approved (requested ∩ narrowed); empty until approved
-	Why          string     `json:"why"`               // the requester's reason, shown to the approver
-	State        EdgeState  `json:"state"`             // where the edge is in its life
-	Provenance   Provenance `json:"provenance"`        // what was verified about the requester
-	ApprovalTodo string     `json:"approval_todo"`     // the todo in the target human's approvals queue
-	GrantID      string     `json:"grant,omitempty"`   // the grant the approval minted, once approved
-	CreatedAt    time.Time  `json:"created_at"`        // when it was requested
-	UpdatedAt    time.Time  `json:"updated_at"`        // when its state last changed
-	ExpiresAt    time.Time  `json:"expires_at"`        // when a pending request lapses
+	ID           string     `json:"id"`                  // the edge's id
+	From         string     `json:"from"`                // requesting agent
+	To           string     `json:"to"`                  // target persona
+	Requester    Human      `json:"requester"`           // the verified human behind From
+	Requested    Scope      `json:"requested"`           // normalized
+	Granted      Scope      `json:"granted,omitempty"`   // the scope approved (requested ∩ narrowed); empty until approved
+	Why          string     `json:"why"`                 // the requester's reason, shown to the approver
+	State        EdgeState  `json:"state"`               // where the edge is in its life
+	Provenance   Provenance `json:"provenance"`          // what was verified about the requester
+	ApprovalTodo string     `json:"approval_todo"`       // the todo in the target human's approvals queue
+	GrantID      string     `json:"grant,omitempty"`     // the grant the approval minted, once approved
+	CreatedAt    time.Time  `json:"created_at,omitzero"` // when it was requested
+	UpdatedAt    time.Time  `json:"updated_at,omitzero"` // when its state last changed
+	ExpiresAt    time.Time  `json:"expires_at,omitzero"` // when a pending request lapses
 }
 
 // edgeRec is the stored form: it also knows the target's human, which the
@@ -72,14 +89,14 @@ type FriendRequest struct {
 // Approval is the legible summary an approval todo carries: who asks, why,
 // and for what, in words a human can decide on.
 type Approval struct {
-	EdgeID    string    `json:"edge"`       // the friend edge to approve or deny
-	From      Listing   `json:"from"`       // the requesting agent's id and card
-	To        string    `json:"to"`         // your persona being asked
-	Human     Attested  `json:"human"`      // the requesting human, as the issuer attested
-	Why       string    `json:"why"`        // the requester's reason
-	Scope     Scope     `json:"scope"`      // the scope requested, normalized
-	ScopeText []string  `json:"scope_text"` // the scope in plain words, one line per queue
-	ExpiresAt time.Time `json:"expires_at"` // when the request lapses
+	EdgeID    string    `json:"edge"`                // the friend edge to approve or deny
+	From      Listing   `json:"from"`                // the requesting agent's id and card
+	To        string    `json:"to"`                  // your persona being asked
+	Human     Attested  `json:"human"`               // the requesting human, as the issuer attested
+	Why       string    `json:"why"`                 // the requester's reason
+	Scope     Scope     `json:"scope"`               // the scope requested, normalized
+	ScopeText []string  `json:"scope_text"`          // the scope in plain words, one line per queue
+	ExpiresAt time.Time `json:"expires_at,omitzero"` // when the request lapses
 }
 
 // Attested is a human as an identity provider vouched for them.
@@ -348,7 +365,7 @@ func (s *Switchboard) Approve(ctx context.Context, approver Human, edgeID string
 		granted := e.Requested
 		if narrowed != nil {
 			if !Subset(nar, e.Requested) {
-				return fmt.Errorf("%w: the approval names %v, the request only %v", ErrScopeExceedsRequest, nar.Describe(), e.Requested.Describe())
+				return fmt.Errorf("%w: the approval names %s; the request only %s", ErrScopeExceedsRequest, strings.Join(nar.Describe(), "; "), strings.Join(e.Requested.Describe(), "; "))
 			}
 			granted = Intersect(e.Requested, nar)
 		}

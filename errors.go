@@ -33,8 +33,10 @@ var (
 	// ErrLeaseLost: the lease presented is not the todo's current lease
 	// (stale, foreign or expired). Nothing was changed.
 	ErrLeaseLost = errors.New("lease lost")
-	// ErrProvenance: the friend request's ID token failed verification, or
-	// the verified human does not own the requesting agent.
+	// ErrProvenance: the friend request's ID token failed verification
+	// (signature, issuer, audience, freshness, nonce, replay, assurance
+	// policy). A verified human who does not own the requesting agent is
+	// ErrForbidden.
 	ErrProvenance = errors.New("provenance rejected")
 	// ErrInvalidArgument: an input is empty, too large or malformed.
 	ErrInvalidArgument = errors.New("invalid argument")

@@ -100,7 +100,7 @@ type AuditError struct {
 }
 
 func (e *AuditError) Error() string {
-	return fmt.Sprintf("switchboard: %v at event %d: %s", ErrAuditBroken, e.Seq, e.Reason)
+	return fmt.Sprintf("%v at event %d: %s", ErrAuditBroken, e.Seq, e.Reason)
 }
 
 // Unwrap returns ErrAuditBroken.
@@ -149,10 +149,6 @@ func (s *Switchboard) VerifyAudit(ctx context.Context, kept ...Checkpoint) (Audi
 		return err
 	})
 	if err != nil {
-		var ae *AuditError
-		if errors.As(err, &ae) {
-			return rep, ae
-		}
 		return rep, fmt.Errorf("switchboard: verify audit: %w", err)
 	}
 	return rep, nil

@@ -310,3 +310,29 @@ func ExampleVerifyInclusion() {
 	// in the log: grant.minted true
 	// only appended since: true
 }
+
+// Payloads as Go types: NewTodoOf encodes one, PayloadOf decodes it in the
+// worker, strictly.
+func ExamplePayloadOf() {
+	type invoice struct {
+		Number string `json:"number"`
+		Cents  int    `json:"cents"`
+	}
+	nt, err := switchboard.NewTodoOf("invoice.pay", invoice{Number: "INV-7", Cents: 12900})
+	if err != nil {
+		log.Fatal(err)
+	}
+	nt.DedupKey = "INV-7"
+	// … CreateFor(ctx, credential, "invoices", nt); later, in a handler:
+	td := switchboard.Todo{ID: "todo_example", Kind: nt.Kind, Payload: nt.Payload}
+	inv, err := switchboard.PayloadOf[invoice](td)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(inv.Number, inv.Cents)
+	_, err = switchboard.PayloadOf[invoice](switchboard.Todo{ID: "todo_bad", Payload: []byte(`{"number":"1","NUMBER":"2"}`)})
+	fmt.Println(errors.Is(err, switchboard.ErrInvalidArgument))
+	// Output:
+	// INV-7 12900
+	// true
+}

@@ -37,17 +37,17 @@ type Grant struct {
 	Scope        Scope         `json:"scope"`                // normalized
 	EdgeID       string        `json:"edge,omitempty"`       // the friend edge, if any
 	State        GrantState    `json:"state"`                //
-	ExpiresAt    time.Time     `json:"expires_at"`           // zero: never
+	ExpiresAt    time.Time     `json:"expires_at,omitzero"`  // zero: never
 	DefaultLease time.Duration `json:"default_lease"`        // zero: Config.DefaultLease
-	CreatedAt    time.Time     `json:"created_at"`           //
-	RevokedAt    time.Time     `json:"revoked_at"`           // zero while active
+	CreatedAt    time.Time     `json:"created_at,omitzero"`  //
+	RevokedAt    time.Time     `json:"revoked_at,omitzero"`  // zero while active
 	RevokedBy    string        `json:"revoked_by,omitempty"` // the actor who revoked it, or "system" on expiry
 	// CollectBy is, for a friend grant whose credential the requesting
 	// agent has not collected yet, the deadline for Collect; zero otherwise.
-	CollectBy time.Time `json:"collect_by,omitempty"`
+	CollectBy time.Time `json:"collect_by,omitzero"`
 	// CollectedAt is when the requesting agent collected the credential of
 	// a friend grant; zero before, and for vended grants.
-	CollectedAt time.Time `json:"collected_at,omitempty"`
+	CollectedAt time.Time `json:"collected_at,omitzero"`
 }
 
 // grantRec is the stored form: the grant plus its credential hash.
@@ -238,7 +238,7 @@ func (s *Switchboard) Vend(ctx context.Context, human Human, r VendRequest) (Gra
 		return Grant{}, "", fmt.Errorf("switchboard: vend: %w", err)
 	}
 	if r.DefaultLease < 0 || r.DefaultLease > s.cfg.MaxLease {
-		return Grant{}, "", fmt.Errorf("switchboard: vend: %w", invalid("default lease %s outside (0, %s]", r.DefaultLease, s.cfg.MaxLease))
+		return Grant{}, "", fmt.Errorf("switchboard: vend: %w", invalid("default lease %s outside [0, %s] (0: the configured default)", r.DefaultLease, s.cfg.MaxLease))
 	}
 	if err := checkTime("expiry", r.ExpiresAt); err != nil {
 		return Grant{}, "", fmt.Errorf("switchboard: vend: %w", err)

@@ -22,10 +22,10 @@ import (
 // must return TodoID and Token; Attempt and ExpiresAt are informative and
 // not read.
 type Lease struct {
-	TodoID    string    `json:"todo"`       // the leased todo
-	Token     string    `json:"token"`      // the fencing token: present it to every lease verb
-	Attempt   int       `json:"attempt"`    // which attempt this claim is, from 1
-	ExpiresAt time.Time `json:"expires_at"` // when the lease lapses unless heartbeated
+	TodoID    string    `json:"todo"`                // the leased todo
+	Token     string    `json:"token"`               // the fencing token: present it to every lease verb
+	Attempt   int       `json:"attempt"`             // which attempt this claim is, from 1
+	ExpiresAt time.Time `json:"expires_at,omitzero"` // when the lease lapses unless heartbeated
 }
 
 // ClaimOptions tunes one Claim. A nil *ClaimOptions means the defaults.
@@ -130,7 +130,7 @@ func (s *Switchboard) claim(ctx context.Context, c Credential, queue string, n i
 
 func (s *Switchboard) checkLease(d time.Duration) error {
 	if d < 0 || d > s.cfg.MaxLease {
-		return invalid("lease %s outside (0, %s]", d, s.cfg.MaxLease)
+		return invalid("lease %s outside [0, %s] (0: the default)", d, s.cfg.MaxLease)
 	}
 	return nil
 }
@@ -327,15 +327,22 @@ func (s *Switchboard) Complete(ctx context.Context, c Credential, l Lease, resul
 
 // CompleteAndClaim completes a leased todo, exactly as Complete, and in the
 // same transaction — one commit — leases up to n (0 ≤ n ≤ MaxClaimN) more
-// ready todos of its queue, as ClaimN would, with lease length lease (zero:
-// the grant's default). It is a worker's fast path: finishing one todo and
-// taking the next costs one commit instead of two. The credential must hold
-// claim on the queue when n > 0, else ErrForbidden and nothing changes.
-// An empty queue is not an error: the completion stands and next is empty.
-// It never waits for work.
-func (s *Switchboard) CompleteAndClaim(ctx context.Context, c Credential, l Lease, result []byte, n int, lease time.Duration) (next []Claimed, err error) {
+// ready todos of its queue, as ClaimN would with opts (nil: the defaults).
+// It is a worker's fast path: finishing one todo and taking the next costs
+// one commit instead of two. The credential must hold claim on the queue
+// when n > 0, else ErrForbidden and nothing changes. An empty queue is not
+// an error: the completion stands and next is empty. It never waits for
+// work, so opts.Wait must be false.
+func (s *Switchboard) CompleteAndClaim(ctx context.Context, c Credential, l Lease, result []byte, n int, opts *ClaimOptions) (next []Claimed, err error) {
 	if n < 0 || n > MaxClaimN {
 		return nil, fmt.Errorf("switchboard: complete: %w", invalid("n is %d, want 0 to %d", n, MaxClaimN))
+	}
+	var lease time.Duration
+	if opts != nil {
+		if opts.Wait {
+			return nil, fmt.Errorf("switchboard: complete: %w", invalid("CompleteAndClaim never waits: ClaimOptions.Wait must be false"))
+		}
+		lease = opts.Lease
 	}
 	next, err = s.complete(ctx, c, l, result, n, lease)
 	if err != nil {
@@ -396,7 +403,7 @@ func backoff(attempt int) time.Duration {
 // the token is unchanged.
 func (s *Switchboard) Heartbeat(ctx context.Context, c Credential, l Lease, d time.Duration) (Lease, error) {
 	if d < 0 || d > s.cfg.MaxLease {
-		return Lease{}, fmt.Errorf("switchboard: heartbeat: %w", invalid("lease %s outside (0, %s]", d, s.cfg.MaxLease))
+		return Lease{}, fmt.Errorf("switchboard: heartbeat: %w", invalid("lease %s outside [0, %s] (0: the default)", d, s.cfg.MaxLease))
 	}
 	var out Lease
 	err := s.update(ctx, func(t *txn) error {

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	sb "github.com/switchboardhq/switchboard"
+	"github.com/switchboardhq/switchboard/store/memory"
 )
 
 type syncBuffer struct {
@@ -63,4 +64,23 @@ func TestRunLogsReapErrors(t *testing.T) {
 			assert.NotContains(t, out, string(w)[4:])
 		})
 	}
+}
+
+// An error that leaves the package names it once: internal helpers add no
+// "switchboard:" of their own under the verb's.
+func TestErrorsNameThePackageOnce(t *testing.T) {
+	st := &faultyStore{Store: memory.New(), tables: map[string]bool{}}
+	h := newHarness(t, st)
+	friend, w, _ := queueSetup(t, h)
+	st.mu.Lock()
+	st.failAt = 1
+	st.mu.Unlock()
+	_, _, err := h.sb.CreateFor(ctx, friend, "inbox", sb.NewTodo{Kind: "k"})
+	require.ErrorIs(t, err, errInjected)
+	assert.Equal(t, 1, strings.Count(err.Error(), "switchboard:"), err.Error())
+	_, _, err = h.sb.Claim(ctx, w, "nope", nil)
+	require.Error(t, err)
+	assert.Equal(t, 1, strings.Count(err.Error(), "switchboard:"), err.Error())
+	_, err = h.sb.VerifyAudit(ctx)
+	require.NoError(t, err)
 }

@@ -35,7 +35,7 @@ const (
 
 // ErrNewerSchema is returned by New for a store written by a newer
 // switchboard, whose layout this version cannot read.
-var ErrNewerSchema = errors.New("switchboard: store was written by a newer version")
+var ErrNewerSchema = errors.New("store was written by a newer version of switchboard")
 
 // migrate brings st to schemaVersion in one transaction: a store without a
 // version is either new (nothing to do) or of version 1, whose todo indexes
@@ -57,7 +57,7 @@ func migrate(ctx context.Context, st store.Store, now func() time.Time) error {
 		switch {
 		case err == nil:
 			if len(b) != 8 {
-				return fmt.Errorf("switchboard: schema version is %d bytes", len(b))
+				return fmt.Errorf("schema version is %d bytes", len(b))
 			}
 			if v := binary.BigEndian.Uint64(b); v > schemaVersion {
 				return fmt.Errorf("%w: layout %d, this version reads up to %d", ErrNewerSchema, v, schemaVersion)
@@ -210,7 +210,7 @@ func upgradeLog(t *txn) error {
 		case err != nil:
 			return err
 		case len(b) != 8+sha256.Size:
-			return fmt.Errorf("switchboard: upgrade the audit log: %s is %d bytes", m.key, len(b))
+			return fmt.Errorf("upgrade the audit log: %s is %d bytes", m.key, len(b))
 		}
 		*m.seq, *m.hash = binary.BigEndian.Uint64(b), b[8:]
 	}
@@ -255,7 +255,7 @@ func upgradeLog(t *txn) error {
 		broken = &AuditError{Seq: prevSeq, Reason: "its record does not hash to what the head recorded"}
 	}
 	if broken != nil {
-		return fmt.Errorf("switchboard: upgrade the audit log: the hash chain does not verify: %w", broken)
+		return fmt.Errorf("upgrade the audit log: the hash chain does not verify: %w", broken)
 	}
 
 	st, err := t.logState()

@@ -80,9 +80,17 @@ func (sub *Subscription) Last() uint64 {
 	return sub.last
 }
 
-// Subscribe follows the audit log from the event after seq `after` (0: from
-// the start; pass the Seq of the last event handled to resume), delivering
-// the events filter matches on the returned Subscription's channel. Events
+// Subscribe follows the audit log from the event after seq `after`,
+// delivering the events filter matches on the returned Subscription's
+// channel. Pass the Seq of the last event handled to resume; 0 means from
+// the oldest event the log still holds (retention may have purged older
+// ones: that is not an error). Resuming after a seq whose successors were
+// purged ends the subscription with ErrFellBehind.
+//
+// A nil or zero filter matches every event of every human, persona and
+// queue in the store: it is an operator's view, like Events. Never hand an
+// unfiltered subscription to an agent or a human; filter by Queue (a
+// persona's QueueAddress, a human's ApprovalsAddress) or Persona. Events
 // are read from the log, so they are delivered strictly after their commit,
 // in log order (on a store with a sequencer, once it has added them: right
 // after commit), and never block or fail a transaction: a slow

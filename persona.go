@@ -52,12 +52,12 @@ func checkPersonaCard(c agentcard.Card) error {
 // Persona is an agent identity owned by one human and announced with an
 // Agent Card. Its queues are addressed by name under its id.
 type Persona struct {
-	ID           string         `json:"id"`           // the persona's id: its queues are addressed under it
-	Owner        Human          `json:"owner"`        // the human who owns the persona and approves its friend requests
-	Card         agentcard.Card `json:"card"`         // the A2A Agent Card it announces itself with
-	Discoverable bool           `json:"discoverable"` // whether others can look it up and friend-request it
-	CreatedAt    time.Time      `json:"created_at"`   // when it was first published
-	UpdatedAt    time.Time      `json:"updated_at"`   // when it was last published
+	ID           string         `json:"id"`                  // the persona's id: its queues are addressed under it
+	Owner        Human          `json:"owner"`               // the human who owns the persona and approves its friend requests
+	Card         agentcard.Card `json:"card"`                // the A2A Agent Card it announces itself with
+	Discoverable bool           `json:"discoverable"`        // whether others can look it up and friend-request it
+	CreatedAt    time.Time      `json:"created_at,omitzero"` // when it was first published
+	UpdatedAt    time.Time      `json:"updated_at,omitzero"` // when it was last published
 }
 
 // Publish stores a persona in the local directory, or updates the card and

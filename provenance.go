@@ -47,16 +47,16 @@ func (h Human) key() string { return url.QueryEscape(h.Issuer) + "#" + url.Query
 // Provenance is what was verified about the human behind a friend request.
 // It never holds the token itself, only its hash.
 type Provenance struct {
-	Issuer     string    `json:"iss"`             // the verified issuer (iss)
-	Subject    string    `json:"sub"`             // the verified subject (sub)
-	Name       string    `json:"name,omitempty"`  // the name claim, sanitized
-	Email      string    `json:"email,omitempty"` // the email claim, sanitized
-	AMR        []string  `json:"amr,omitempty"`   // how the human signed in (amr), sanitized
-	ACR        string    `json:"acr,omitempty"`   // the assurance class (acr), sanitized
-	IssuedAt   time.Time `json:"issued_at"`       // the token's iat
-	ExpiresAt  time.Time `json:"expires_at"`      // the token's exp
-	VerifiedAt time.Time `json:"verified_at"`     // when switchboard verified it
-	TokenHash  string    `json:"token_hash"`      // the token's replay key: base64url SHA-256 of the JCS form of its iss, sub, aud (sorted), nonce, iat, exp and jti — one per authentication, however spelled, ordered or re-signed
+	Issuer     string    `json:"iss"`                  // the verified issuer (iss)
+	Subject    string    `json:"sub"`                  // the verified subject (sub)
+	Name       string    `json:"name,omitempty"`       // the name claim, sanitized
+	Email      string    `json:"email,omitempty"`      // the email claim, sanitized
+	AMR        []string  `json:"amr,omitempty"`        // how the human signed in (amr), sanitized
+	ACR        string    `json:"acr,omitempty"`        // the assurance class (acr), sanitized
+	IssuedAt   time.Time `json:"issued_at,omitzero"`   // the token's iat
+	ExpiresAt  time.Time `json:"expires_at,omitzero"`  // the token's exp
+	VerifiedAt time.Time `json:"verified_at,omitzero"` // when switchboard verified it
+	TokenHash  string    `json:"token_hash"`           // the token's replay key: base64url SHA-256 of the JCS form of its iss, sub, aud (sorted), nonce, iat, exp and jti — one per authentication, however spelled, ordered or re-signed
 }
 
 // Human returns the verified human.

@@ -290,8 +290,8 @@ type personaRec struct{ Persona }
 // personaBody is what the JSON after the head holds.
 type personaBody struct {
 	Card      agentcard.Card `json:"card"`
-	CreatedAt time.Time      `json:"created_at"`
-	UpdatedAt time.Time      `json:"updated_at"`
+	CreatedAt time.Time      `json:"created_at,omitzero"`
+	UpdatedAt time.Time      `json:"updated_at,omitzero"`
 }
 
 func (r personaRec) appendStored(b []byte) ([]byte, error) {

@@ -8,6 +8,8 @@ import (
 	"errors"
 	"net/http"
 	"time"
+
+	"github.com/switchboardhq/switchboard/agentcard"
 )
 
 // Status is how a host answers an error from switchboard.
@@ -15,9 +17,13 @@ type Status struct {
 	// HTTP is the status code: 400 invalid input, 401 unauthenticated or
 	// provenance rejected, 403 forbidden, 404 not found (also for what
 	// exists but is not the caller's), 409 a conflict or lost lease, 410 a
-	// subscription whose events are gone, 429 a quota or rate limit, 503
+	// subscription whose events are gone (or an audit event purged), 429 a
+	// quota or rate limit, 501 a feature not configured (ErrNoLogKey), 503
 	// closed or cancelled, 504 a deadline, 500 anything else — and 204 for
-	// ErrQueueEmpty, which is no failure: nothing was ready to claim.
+	// ErrQueueEmpty, which is no failure: nothing was ready to claim. Every
+	// error caused by the caller's input — a malformed Agent Card
+	// (agentcard.ErrInvalid) or a proof that does not verify included — is
+	// a 4xx.
 	HTTP int
 	// Code is a stable snake_case name for the error class, for clients to
 	// switch on ("not_found", "lease_lost", "rate_limited"…).
@@ -57,6 +63,8 @@ var statusTable = []struct {
 	code string
 }{
 	{ErrCardSignature, http.StatusBadRequest, "card_signature"},
+	{agentcard.ErrInvalid, http.StatusBadRequest, "invalid_argument"},
+	{ErrProof, http.StatusBadRequest, "proof_invalid"},
 	{ErrScopeExceedsRequest, http.StatusBadRequest, "scope_exceeds_request"},
 	{ErrInvalidArgument, http.StatusBadRequest, "invalid_argument"},
 	{ErrProvenance, http.StatusUnauthorized, "provenance_rejected"},
@@ -68,10 +76,13 @@ var statusTable = []struct {
 	{ErrConflict, http.StatusConflict, "conflict"},
 	{ErrQueueEmpty, http.StatusNoContent, "queue_empty"},
 	{ErrFellBehind, http.StatusGone, "fell_behind"},
+	{ErrEventPurged, http.StatusGone, "event_purged"},
+	{ErrNoLogKey, http.StatusNotImplemented, "not_configured"},
 	{ErrQuotaExceeded, http.StatusTooManyRequests, "quota_exceeded"},
 	{ErrRateLimited, http.StatusTooManyRequests, "rate_limited"},
 	{ErrClosed, http.StatusServiceUnavailable, "closed"},
 	{context.DeadlineExceeded, http.StatusGatewayTimeout, "deadline_exceeded"},
 	{context.Canceled, http.StatusServiceUnavailable, "canceled"},
 	{ErrAuditBroken, http.StatusInternalServerError, "audit_broken"},
+	{ErrNewerSchema, http.StatusInternalServerError, "newer_schema"},
 }

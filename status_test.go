@@ -11,6 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	sb "github.com/switchboardhq/switchboard"
+	"github.com/switchboardhq/switchboard/agentcard"
+	"github.com/switchboardhq/switchboard/store"
 )
 
 // StatusOf maps the errors the API really returns — each produced here by a
@@ -70,4 +72,36 @@ func TestStatusOfRealErrors(t *testing.T) {
 	assert.Equal(t, 204, sb.StatusOf(sb.ErrQueueEmpty).HTTP)
 	assert.Equal(t, 500, sb.StatusOf(errors.New("disk on fire")).HTTP)
 	assert.Equal(t, sb.Status{HTTP: 200, Code: "ok"}, sb.StatusOf(nil))
+}
+
+// Every exported sentinel of the module maps to a status: those a caller's
+// input causes to a 4xx, never to 500 "internal".
+func TestStatusOfEverySentinel(t *testing.T) {
+	input := map[string]error{
+		"ErrNotFound": sb.ErrNotFound, "ErrUnauthenticated": sb.ErrUnauthenticated, "ErrForbidden": sb.ErrForbidden,
+		"ErrInvalidTransition": sb.ErrInvalidTransition, "ErrScopeExceedsRequest": sb.ErrScopeExceedsRequest,
+		"ErrLeaseLost": sb.ErrLeaseLost, "ErrProvenance": sb.ErrProvenance, "ErrInvalidArgument": sb.ErrInvalidArgument,
+		"ErrConflict": sb.ErrConflict, "ErrCardSignature": sb.ErrCardSignature, "ErrQuotaExceeded": sb.ErrQuotaExceeded,
+		"ErrRateLimited": sb.ErrRateLimited, "ErrFellBehind": sb.ErrFellBehind, "ErrProof": sb.ErrProof,
+		"ErrEventPurged": sb.ErrEventPurged, "agentcard.ErrInvalid": agentcard.ErrInvalid, "agentcard.ErrSignature": agentcard.ErrSignature,
+	}
+	for name, err := range input {
+		st := sb.StatusOf(fmt.Errorf("wrapped: %w", err))
+		assert.True(t, st.HTTP >= 400 && st.HTTP < 500, "%s → %d %s", name, st.HTTP, st.Code)
+	}
+	other := map[string]struct {
+		err  error
+		http int
+	}{
+		"ErrQueueEmpty": {sb.ErrQueueEmpty, 204}, "ErrClosed": {sb.ErrClosed, 503}, "store.ErrNotFound": {store.ErrNotFound, 500},
+		"ErrNoLogKey": {sb.ErrNoLogKey, 501}, "ErrAuditBroken": {sb.ErrAuditBroken, 500}, "ErrNewerSchema": {sb.ErrNewerSchema, 500},
+		"store.ErrReadOnly": {store.ErrReadOnly, 500}, "store.ErrEmptyKey": {store.ErrEmptyKey, 500},
+	}
+	for name, c := range other {
+		assert.Equal(t, c.http, sb.StatusOf(c.err).HTTP, name)
+	}
+	// A malformed card, as agentcard.Parse reports it.
+	_, err := agentcard.Parse([]byte(`{"name": 1}`))
+	require.Error(t, err)
+	assert.Equal(t, 400, sb.StatusOf(err).HTTP)
 }

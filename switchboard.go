@@ -19,10 +19,13 @@ import (
 // Config configures a Switchboard. A nil *Config, and every zero field,
 // means the documented default.
 type Config struct {
-	// Clock is the only source of time the library uses: timestamps,
-	// expiries, token freshness, lease lengths, the reaper's schedule and a
-	// blocking Claim's polling all follow it. Default the system clock.
-	// Tests inject a fake clock here and advance it instead of sleeping.
+	// Clock is the source of the library's time: timestamps, expiries,
+	// token freshness, lease lengths, the reaper's and the sequencer's
+	// schedules, a blocking Claim's polling and Work's heartbeats all
+	// follow it. Default the system clock. Tests inject a fake clock here
+	// and advance it instead of sleeping. Only the pauses before retrying
+	// a failed store call (in Work) are on the wall clock: a store
+	// recovers in real time.
 	Clock Clock
 
 	// Issuers is the allow-list of OIDC identity providers whose ID tokens

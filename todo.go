@@ -19,13 +19,30 @@ import (
 // TodoState is where a todo is in its life.
 type TodoState string
 
-// Todo states. queued → leased → done | queued (retry) | dead; queued →
+// Todo states: queued → leased → done | queued (retry) | dead; queued →
 // cancelled. done, dead and cancelled are terminal.
 const (
-	TodoQueued    TodoState = "queued"
-	TodoLeased    TodoState = "leased"
-	TodoDone      TodoState = "done"
-	TodoDead      TodoState = "dead"
+	// TodoQueued: waiting to be claimed. A todo enters it when CreateFor
+	// makes it (claimable from its AvailableAt: NotBefore, or the backoff
+	// after a failed attempt), when Fail or Release returns it, when its
+	// lease lapses with attempts left (Claim or Reap notice), and when
+	// its owner redrives it from dead. Claim moves it on.
+	TodoQueued TodoState = "queued"
+	// TodoLeased: a worker holds it under a lease (Claim, ClaimN,
+	// CompleteAndClaim, Work) until LeaseExpiresAt, extended by
+	// Heartbeat. The holder moves it on with Complete, Fail or Release;
+	// if the lease lapses it is queued again, or dead on its last attempt.
+	TodoLeased TodoState = "leased"
+	// TodoDone: Complete recorded its Result. Terminal; Reap deletes it
+	// after Config.TodoRetention (handing it to Config.ArchiveTodos).
+	TodoDone TodoState = "done"
+	// TodoDead: its last attempt failed or lapsed (MaxAttempts). Its owner
+	// can Redrive it back to queued; otherwise Reap deletes it after
+	// retention, as done ones.
+	TodoDead TodoState = "dead"
+	// TodoCancelled: its owner cancelled it while queued, or the grant that
+	// created it was revoked (or expired) before anyone claimed it, or its
+	// approval's friend request ended. Terminal.
 	TodoCancelled TodoState = "cancelled"
 )
 
@@ -49,13 +66,13 @@ const (
 
 // Attempt is one claim of a todo and how it ended.
 type Attempt struct {
-	N         int       `json:"n"`                 // the attempt number, from 1
-	Agent     string    `json:"agent"`             // who claimed it
-	Grant     string    `json:"grant"`             // under which grant
-	ClaimedAt time.Time `json:"claimed_at"`        // when it was claimed
-	EndedAt   time.Time `json:"ended_at"`          // zero while running
-	Outcome   Outcome   `json:"outcome,omitempty"` // how it ended; empty while running
-	Reason    string    `json:"reason,omitempty"`  // the reason given on failure or cancellation
+	N         int       `json:"n"`                   // the attempt number, from 1
+	Agent     string    `json:"agent"`               // who claimed it
+	Grant     string    `json:"grant"`               // under which grant
+	ClaimedAt time.Time `json:"claimed_at,omitzero"` // when it was claimed
+	EndedAt   time.Time `json:"ended_at,omitzero"`   // zero while running
+	Outcome   Outcome   `json:"outcome,omitempty"`   // how it ended; empty while running
+	Reason    string    `json:"reason,omitempty"`    // the reason given on failure or cancellation
 }
 
 // maxHistory bounds a todo's attempt history to its latest entries.
@@ -72,26 +89,26 @@ type Origin struct {
 
 // Todo is the unit of work, and the only way work crosses between agents.
 type Todo struct {
-	ID             string    `json:"id"`                         // the todo's id
-	Queue          string    `json:"queue"`                      // the queue name, as the grant names it
-	Kind           string    `json:"kind"`                       // what sort of work
-	Title          string    `json:"title"`                      // a line for humans
-	Payload        []byte    `json:"payload,omitempty"`          // opaque bytes from the creator
-	Priority       int       `json:"priority"`                   // higher first
-	DedupKey       string    `json:"dedup_key,omitempty"`        // the creator's dedup key, if any
-	State          TodoState `json:"state"`                      // where the todo is in its life
-	Attempts       int       `json:"attempts"`                   // claims so far
-	MaxAttempts    int       `json:"max_attempts"`               // attempts before it is dead-lettered
-	AvailableAt    time.Time `json:"available_at"`               // not claimable before
-	LeaseExpiresAt time.Time `json:"lease_expires_at,omitempty"` // when the current lease lapses; zero unless leased
-	Origin         Origin    `json:"origin"`                     // who created it, through which grant and edge
-	Result         []byte    `json:"result,omitempty"`           // what Complete recorded
-	Error          string    `json:"error,omitempty"`            // the last failure's reason
-	Approval       *Approval `json:"approval,omitempty"`         // for an approval todo, the friend request to decide
-	History        []Attempt `json:"history,omitempty"`          // the latest 50 attempts
-	CreatedAt      time.Time `json:"created_at"`                 // when it was created
-	UpdatedAt      time.Time `json:"updated_at"`                 // when it last changed
-	EndedAt        time.Time `json:"ended_at,omitempty"`         // when it reached a terminal state; zero before
+	ID             string    `json:"id"`                        // the todo's id
+	Queue          string    `json:"queue"`                     // the queue name, as the grant names it
+	Kind           string    `json:"kind"`                      // what sort of work
+	Title          string    `json:"title"`                     // a line for humans
+	Payload        []byte    `json:"payload,omitempty"`         // opaque bytes from the creator
+	Priority       int       `json:"priority"`                  // higher first
+	DedupKey       string    `json:"dedup_key,omitempty"`       // the creator's dedup key, if any
+	State          TodoState `json:"state"`                     // where the todo is in its life
+	Attempts       int       `json:"attempts"`                  // claims so far
+	MaxAttempts    int       `json:"max_attempts"`              // attempts before it is dead-lettered
+	AvailableAt    time.Time `json:"available_at,omitzero"`     // not claimable before
+	LeaseExpiresAt time.Time `json:"lease_expires_at,omitzero"` // when the current lease lapses; zero unless leased
+	Origin         Origin    `json:"origin"`                    // who created it, through which grant and edge
+	Result         []byte    `json:"result,omitempty"`          // what Complete recorded
+	Error          string    `json:"error,omitempty"`           // the last failure's reason
+	Approval       *Approval `json:"approval,omitempty"`        // for an approval todo, the friend request to decide
+	History        []Attempt `json:"history,omitempty"`         // the latest 50 attempts
+	CreatedAt      time.Time `json:"created_at,omitzero"`       // when it was created
+	UpdatedAt      time.Time `json:"updated_at,omitzero"`       // when it last changed
+	EndedAt        time.Time `json:"ended_at,omitzero"`         // when it reached a terminal state; zero before
 }
 
 // todoRec is the stored form.

@@ -185,10 +185,10 @@ func (t *txn) get(table string, key string, v any, what string) error {
 		return notFound(what)
 	}
 	if err != nil {
-		return fmt.Errorf("switchboard: read %s: %w", table, err)
+		return fmt.Errorf("read %s: %w", table, err)
 	}
 	if err := decodeRecord(b, v); err != nil {
-		return fmt.Errorf("switchboard: decode %s %q: %w", table, key, err)
+		return fmt.Errorf("decode %s %q: %w", table, key, err)
 	}
 	return nil
 }
@@ -239,7 +239,7 @@ func getHot[T hotRecord[T]](t *txn, table, key, what string) (*T, error) {
 		return nil, notFound(what)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("switchboard: read %s: %w", table, err)
+		return nil, fmt.Errorf("read %s: %w", table, err)
 	}
 	if t.hot != nil {
 		t.hot.mu.Lock()
@@ -252,7 +252,7 @@ func getHot[T hotRecord[T]](t *txn, table, key, what string) (*T, error) {
 	}
 	var v T
 	if err := decodeRecord(b, &v); err != nil {
-		return nil, fmt.Errorf("switchboard: decode %s %q: %w", table, key, err)
+		return nil, fmt.Errorf("decode %s %q: %w", table, key, err)
 	}
 	if t.hot != nil {
 		t.hot.mu.Lock()
@@ -277,7 +277,7 @@ func (t *txn) put(table string, key string, v any) error {
 	if r, ok := v.(binaryRecord); ok {
 		b, err := r.appendStored(nil)
 		if err != nil {
-			return fmt.Errorf("switchboard: encode %s: %w", table, err)
+			return fmt.Errorf("encode %s: %w", table, err)
 		}
 		return t.tx.Put(table, []byte(key), b)
 	}
@@ -286,7 +286,7 @@ func (t *txn) put(table string, key string, v any) error {
 	}
 	b, err := json.Marshal(v)
 	if err != nil {
-		return fmt.Errorf("switchboard: encode %s: %w", table, err)
+		return fmt.Errorf("encode %s: %w", table, err)
 	}
 	return t.tx.Put(table, []byte(key), b)
 }
@@ -315,7 +315,7 @@ func (t *txn) lookup(table, key string) (string, error) {
 		return "", nil
 	}
 	if err != nil {
-		return "", fmt.Errorf("switchboard: read %s: %w", table, err)
+		return "", fmt.Errorf("read %s: %w", table, err)
 	}
 	return string(b), nil
 }

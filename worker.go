@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 )
@@ -32,7 +33,15 @@ type WorkOptions struct {
 	// fail or heartbeat), doubled on each further error up to a minute.
 	// Zero means 100 ms.
 	RetryDelay time.Duration
+	// UntilEmpty makes Work return nil once nothing is ready to claim and
+	// no handler is running — for tests and batch jobs — instead of
+	// waiting for more work.
+	UntilEmpty bool
 }
+
+// workVerbs are the verbs Work uses: a credential without one of them
+// would run handlers whose outcomes cannot be recorded.
+var workVerbs = []Verb{VerbClaim, VerbComplete, VerbFail, VerbHeartbeat}
 
 // Work runs h over queue until ctx ends: it claims (blocking) as many todos
 // as it has free handlers — several in one ClaimN — runs them, and
@@ -41,9 +50,16 @@ type WorkOptions struct {
 // attempt (retried after its backoff or dead-lettered, as Fail does).
 // Heartbeats keep each lease alive while its handler runs.
 //
+// With Concurrency above 1 the handlers run concurrently, each on its own
+// goroutine. The credential must hold claim, complete, fail and heartbeat
+// on the queue: Work checks before it claims anything and returns
+// ErrForbidden naming what is missing. Handler errors and panics, and
+// outcomes that could not be recorded, are logged to Config.Logger at
+// warn level.
+//
 // When ctx ends Work stops claiming, lets the handlers that are running
 // finish and records their outcome (their ctx is not cancelled by the
-// stop), and returns ctx's error. Store errors are retried with backoff and
+// stop), and returns ctx's error (nil when WorkOptions.UntilEmpty ended it). Store errors are retried with backoff and
 // logged to Config.Logger; an error no retry can fix — the credential is
 // unauthenticated or lacks claim, the queue is unknown — stops Work at once
 // (after the running handlers finish) and is returned.
@@ -67,14 +83,30 @@ func (s *Switchboard) Work(ctx context.Context, c Credential, queue string, h Ha
 	if err := s.checkLease(o.Lease); err != nil {
 		return fmt.Errorf("switchboard: work: %w", err)
 	}
+	g, err := s.Authenticate(ctx, c)
+	if err != nil {
+		return fmt.Errorf("switchboard: work: %w", err)
+	}
+	var missing []string
+	for _, v := range workVerbs {
+		if !g.Scope.Allows(queue, v) {
+			missing = append(missing, string(v))
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("switchboard: work: %w: the credential lacks %s on queue %q", ErrForbidden, strings.Join(missing, ", "), queue)
+	}
 	w := &worker{s: s, c: c, queue: queue, h: h, o: o, stop: ctx, free: make(chan struct{}, o.Concurrency)}
 	for range o.Concurrency {
 		w.free <- struct{}{}
 	}
-	w.dispatch()
+	emptied := w.dispatch()
 	w.wg.Wait()
 	if err := w.fatalErr(); err != nil {
 		return fmt.Errorf("switchboard: work: %w", err)
+	}
+	if emptied {
+		return nil
 	}
 	return ctx.Err()
 }
@@ -117,14 +149,15 @@ func (w *worker) setFatal(err error) {
 func (w *worker) stopped() bool { return w.stop.Err() != nil || w.fatalErr() != nil }
 
 // dispatch claims for idle slots until stopped, starting one goroutine per
-// claimed todo.
-func (w *worker) dispatch() {
+// claimed todo. With UntilEmpty it returns true once the queue had nothing
+// ready after every handler finished.
+func (w *worker) dispatch() bool {
 	delay := w.o.RetryDelay
 	for {
 		// Wait for at least one idle slot, then take every idle one.
 		select {
 		case <-w.stop.Done():
-			return
+			return false
 		case <-w.free:
 		}
 		n := 1
@@ -138,23 +171,33 @@ func (w *worker) dispatch() {
 			}
 		}
 		if w.fatalErr() != nil {
-			return
+			return false
 		}
-		got, err := w.s.ClaimN(w.stop, w.c, w.queue, n, &ClaimOptions{Lease: w.o.Lease, Wait: true})
+		got, err := w.s.ClaimN(w.stop, w.c, w.queue, n, &ClaimOptions{Lease: w.o.Lease, Wait: !w.o.UntilEmpty})
 		if err != nil {
 			for range n {
 				w.free <- struct{}{}
 			}
 			if w.stop.Err() != nil {
-				return
+				return false
+			}
+			if errors.Is(err, ErrQueueEmpty) {
+				// UntilEmpty: once the running handlers are done (their
+				// completions may claim, and their failures requeue),
+				// look once more.
+				if len(w.free) == w.o.Concurrency {
+					return true
+				}
+				w.wg.Wait()
+				continue
 			}
 			if permanent(err) {
 				w.setFatal(err) // running handlers finish and take no more
-				return
+				return false
 			}
 			w.warn("claim failed; retrying", err, delay)
 			if !w.sleep(delay) {
-				return
+				return false
 			}
 			delay = min(delay*2, time.Minute)
 			continue
@@ -206,6 +249,8 @@ func (w *worker) handle(cl Claimed) (Claimed, bool) {
 	}
 	bg := context.WithoutCancel(w.stop)
 	if herr != nil {
+		w.s.cfg.Logger.LogAttrs(context.Background(), slog.LevelWarn, "switchboard: work: handler failed; the attempt is recorded as failed",
+			slog.String("queue", w.queue), slog.String("todo", cl.Todo.ID), slog.String("error", herr.Error()))
 		w.retry(func() error { return w.s.Fail(bg, w.c, lease, herr.Error()) }, lease)
 		return Claimed{}, false
 	}
@@ -216,7 +261,7 @@ func (w *worker) handle(cl Claimed) (Claimed, bool) {
 	var next []Claimed
 	w.retry(func() error {
 		var err error
-		next, err = w.s.CompleteAndClaim(bg, w.c, lease, result, n, w.o.Lease)
+		next, err = w.s.CompleteAndClaim(bg, w.c, lease, result, n, &ClaimOptions{Lease: w.o.Lease})
 		return err
 	}, lease)
 	if len(next) == 0 {
@@ -282,7 +327,7 @@ func (w *worker) retry(f func() error, l Lease) {
 			return
 		}
 		w.warn("recording the outcome failed; retrying", err, delay)
-		time.Sleep(delay)
+		time.Sleep(delay) // on the wall clock, as store recovery is; not cut short by a stop
 		delay = min(delay*2, time.Minute)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"testing"
 	"time"
@@ -63,7 +64,7 @@ func TestCompleteAndClaim(t *testing.T) {
 		first, l, err := h.sb.Claim(ctx, w, "inbox", nil)
 		require.NoError(t, err)
 		before := lastSeq(t, h)
-		next, err := h.sb.CompleteAndClaim(ctx, w, l, []byte("r0"), 2, 0)
+		next, err := h.sb.CompleteAndClaim(ctx, w, l, []byte("r0"), 2, nil)
 		require.NoError(t, err)
 		require.Equal(t, []string{"1", "2"}, titlesOf(next))
 		done, err := h.sb.Get(ctx, w, first.ID)
@@ -78,7 +79,7 @@ func TestCompleteAndClaim(t *testing.T) {
 		}
 
 		// A stale lease: nothing completes, nothing is claimed.
-		_, err = h.sb.CompleteAndClaim(ctx, w, l, nil, 1, 0)
+		_, err = h.sb.CompleteAndClaim(ctx, w, l, nil, 1, nil)
 		require.ErrorIs(t, err, sb.ErrLeaseLost)
 		queued, err := h.sb.List(ctx, w, "inbox", &sb.ListOptions{State: sb.TodoQueued})
 		require.NoError(t, err)
@@ -87,23 +88,23 @@ func TestCompleteAndClaim(t *testing.T) {
 		// A grant that may complete but not claim: refused whole when n > 0.
 		_, cw, err := h.sb.Vend(ctx, h.bob, sb.VendRequest{Agent: "bob-desk", Scope: scope("inbox", sb.VerbComplete, sb.VerbGet)})
 		require.NoError(t, err)
-		_, err = h.sb.CompleteAndClaim(ctx, cw, next[0].Lease, nil, 1, 0)
+		_, err = h.sb.CompleteAndClaim(ctx, cw, next[0].Lease, nil, 1, nil)
 		require.ErrorIs(t, err, sb.ErrForbidden)
 		still, err := h.sb.Get(ctx, w, next[0].Todo.ID)
 		require.NoError(t, err)
 		require.Equal(t, sb.TodoLeased, still.State, "nothing changed")
-		next2, err := h.sb.CompleteAndClaim(ctx, cw, next[0].Lease, nil, 0, 0)
+		next2, err := h.sb.CompleteAndClaim(ctx, cw, next[0].Lease, nil, 0, nil)
 		require.NoError(t, err, "n = 0 is a plain Complete")
 		require.Empty(t, next2)
 
 		// The queue runs dry: the completion stands, next is empty.
-		got, err := h.sb.CompleteAndClaim(ctx, w, next[1].Lease, nil, 5, 0)
+		got, err := h.sb.CompleteAndClaim(ctx, w, next[1].Lease, nil, 5, nil)
 		require.NoError(t, err)
 		require.Equal(t, []string{"3"}, titlesOf(got))
-		got, err = h.sb.CompleteAndClaim(ctx, w, got[0].Lease, nil, 5, 0)
+		got, err = h.sb.CompleteAndClaim(ctx, w, got[0].Lease, nil, 5, nil)
 		require.NoError(t, err)
 		require.Empty(t, got)
-		_, err = h.sb.CompleteAndClaim(ctx, w, l, nil, sb.MaxClaimN+1, 0)
+		_, err = h.sb.CompleteAndClaim(ctx, w, l, nil, sb.MaxClaimN+1, nil)
 		require.ErrorIs(t, err, sb.ErrInvalidArgument)
 	})
 }
@@ -251,5 +252,59 @@ func TestWorkHeartbeats(t *testing.T) {
 			}
 		}, 30*time.Second, 5*time.Millisecond, "Work did not stop on a revoked credential")
 		require.ErrorIs(t, werr, sb.ErrUnauthenticated)
+	})
+}
+
+// Work checks the credential's verbs before claiming anything: one that
+// cannot record outcomes is refused at once, naming what it lacks, and no
+// todo is leased.
+func TestWorkRefusesACredentialThatCannotFinish(t *testing.T) {
+	eachBackend(t, func(t *testing.T, h *harness) {
+		friend, _, _ := queueSetup(t, h)
+		_, _, err := h.sb.CreateFor(ctx, friend, "inbox", sb.NewTodo{Kind: "k"})
+		require.NoError(t, err)
+		_, claimOnly, err := h.sb.Vend(ctx, h.bob, sb.VendRequest{Agent: "bob-desk", Scope: scope("inbox", sb.VerbClaim, sb.VerbGet, sb.VerbList)})
+		require.NoError(t, err)
+		ran := false
+		err = h.sb.Work(ctx, claimOnly, "inbox", func(context.Context, sb.Todo) ([]byte, error) { ran = true; return nil, nil }, nil)
+		require.ErrorIs(t, err, sb.ErrForbidden)
+		require.ErrorContains(t, err, "complete, fail, heartbeat")
+		require.False(t, ran)
+		leased, err := h.sb.List(ctx, claimOnly, "inbox", &sb.ListOptions{State: sb.TodoLeased})
+		require.NoError(t, err)
+		require.Empty(t, leased)
+	})
+}
+
+// UntilEmpty drains the queue and returns nil; a handler's error reaches
+// Config.Logger at warn level with the todo's id.
+func TestWorkUntilEmptyAndLogsHandlerErrors(t *testing.T) {
+	eachBackend(t, func(t *testing.T, h *harness) {
+		var logs syncBuffer
+		h.withConfig(t, nil, func(c *sb.Config) { c.Logger = slog.New(slog.NewTextHandler(&logs, nil)) })
+		friend, w, _ := queueSetup(t, h)
+		var bad sb.Todo
+		for i := range 10 {
+			td, _, err := h.sb.CreateFor(ctx, friend, "inbox", sb.NewTodo{Kind: "k", Title: fmt.Sprint(i), MaxAttempts: 1})
+			require.NoError(t, err)
+			if i == 3 {
+				bad = td
+			}
+		}
+		err := h.sb.Work(ctx, w, "inbox", func(_ context.Context, td sb.Todo) ([]byte, error) {
+			if td.ID == bad.ID {
+				return nil, errors.New("cannot do this one")
+			}
+			return nil, nil
+		}, &sb.WorkOptions{Concurrency: 3, UntilEmpty: true})
+		require.NoError(t, err)
+		done, err := h.sb.List(ctx, w, "inbox", &sb.ListOptions{State: sb.TodoDone})
+		require.NoError(t, err)
+		require.Len(t, done, 9)
+		out := logs.String()
+		require.Contains(t, out, "level=WARN")
+		require.Contains(t, out, "handler failed")
+		require.Contains(t, out, bad.ID)
+		require.Contains(t, out, "cannot do this one")
 	})
 }

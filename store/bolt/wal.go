@@ -4,7 +4,7 @@ package bolt
 // transaction wrote) to the active segment file and syncs it: one write at
 // the end of a preallocated file, against the bbolt commit's pages scattered
 // over its B+trees and its two syncs. The records are applied to the bbolt
-// file later, many commits at once, by a checkpoint (see checkpoint.go).
+// file later, many commits at once, by a checkpoint (see startCheckpoint in bolt.go).
 //
 // There are two segment files, path+".wal0" and path+".wal1", used in turn.
 // A segment starts with a header block naming the sequence number (LSN) of
