@@ -10,9 +10,11 @@
 // stable code of switchboard.StatusOf ("not_found: …"); a queue or todo the
 // grant may not address reads exactly like one that does not exist.
 //
-// Over streamable HTTP, Handler puts the SDK's bearer-token middleware,
-// with Verifier, in front of the tools: the agent's switchboard credential
-// is its bearer token. Over stdio or in memory, set Options.Credential.
+// Over streamable HTTP, Handler checks the bearer credential of a request
+// that opens a session (401 with a Bearer challenge and a JSON error
+// otherwise, see Handler); the agent's switchboard credential is its bearer
+// token. Verifier is the same check for the SDK's own middleware, for a
+// host that prefers it. Over stdio or in memory, set Options.Credential.
 //
 // This package is its own module so that the MCP SDK's dependencies reach
 // only programs that serve MCP.
@@ -27,6 +29,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -49,19 +52,26 @@ type Options struct {
 	Stream *mcp.StreamableHTTPOptions
 }
 
-// The tools, each with the verb a grant must hold (on some queue) for the
-// tool to be listed.
-var tools = []struct {
-	name, verb, desc string
-}{
-	{"create_for", string(switchboard.VerbCreateFor), "Hand work to the target persona: create a durable todo in one of its queues. A dedup_key makes the call idempotent."},
-	{"list_todos", string(switchboard.VerbList), "List a queue's todos in creation order (through a friend grant, only the todos that grant created or claimed)."},
-	{"get_todo", string(switchboard.VerbGet), "Read one todo by id."},
-	{"claim", string(switchboard.VerbClaim), "Lease the next ready todo of a queue: highest priority, then oldest. Returns the todo and a lease whose token the lease verbs need."},
-	{"heartbeat", string(switchboard.VerbHeartbeat), "Extend a lease on long work."},
-	{"complete", string(switchboard.VerbComplete), "Finish a leased todo, recording its result."},
-	{"fail", string(switchboard.VerbFail), "Give up on a leased todo; it is retried with backoff until its max attempts, then dead-lettered."},
-	{"release", string(switchboard.VerbRelease), "Hand a leased todo back unfinished, without counting a failure."},
+// tool is one MCP tool: its name, the verb a grant must hold (on some
+// queue) for it to be listed, what it does, its schemas and its call.
+type tool struct {
+	name    string
+	verb    switchboard.Verb
+	desc    string
+	schemas [2]*jsonschema.Schema // input, output
+	run     func(h *handlers, ctx context.Context, cred switchboard.Credential, args []byte) (any, error)
+}
+
+// tools is the one table of the tools.
+var tools = []tool{
+	{"create_for", switchboard.VerbCreateFor, "Hand work to the target persona: create a durable todo in one of its queues. A dedup_key makes the call idempotent.", createForSchemas, (*handlers).createFor},
+	{"list_todos", switchboard.VerbList, "List a queue's todos in creation order (through a friend grant, only the todos that grant created or claimed).", listTodosSchemas, (*handlers).listTodos},
+	{"get_todo", switchboard.VerbGet, "Read one todo by id.", getTodoSchemas, (*handlers).getTodo},
+	{"claim", switchboard.VerbClaim, "Lease the next ready todo of a queue: highest priority, then oldest. Returns the todo and a lease whose token the lease verbs need.", claimSchemas, (*handlers).claim},
+	{"heartbeat", switchboard.VerbHeartbeat, "Extend a lease on long work.", heartbeatSchemas, (*handlers).heartbeat},
+	{"complete", switchboard.VerbComplete, "Finish a leased todo, recording its result.", completeSchemas, (*handlers).complete},
+	{"fail", switchboard.VerbFail, "Give up on a leased todo; it is retried with backoff until its max attempts, then dead-lettered.", failSchemas, (*handlers).fail},
+	{"release", switchboard.VerbRelease, "Hand a leased todo back unfinished, without counting a failure.", releaseSchemas, (*handlers).release},
 }
 
 // NewServer returns an MCP server with switchboard's queue tools.
@@ -79,16 +89,24 @@ func NewServer(sb *switchboard.Switchboard, opts *Options) *mcp.Server {
 	h := &handlers{sb: sb, o: o}
 	srv := mcp.NewServer(o.Implementation, nil)
 	for _, t := range tools {
-		s := schemas[t.name]
-		srv.AddTool(&mcp.Tool{Name: t.name, Description: t.desc, InputSchema: s[0], OutputSchema: s[1]}, h.tool(t.name))
+		srv.AddTool(&mcp.Tool{Name: t.name, Description: t.desc, InputSchema: t.schemas[0], OutputSchema: t.schemas[1]}, h.tool(t))
 	}
 	srv.AddReceivingMiddleware(h.listFilter)
 	return srv
 }
 
-// Handler serves the tools over streamable HTTP behind the SDK's
-// bearer-token middleware with Verifier: a request without a valid
-// credential is answered 401 before it reaches a session.
+// Handler serves the tools over streamable HTTP, each request carrying the
+// agent's credential as its bearer token (RFC 6750). A request that opens
+// a session (no Mcp-Session-Id) without a valid credential is answered 401
+// with WWW-Authenticate: Bearer — error="invalid_token" for a credential
+// that is unknown, revoked or expired, error="invalid_request" for a
+// malformed header, no error for none (RFC 6750 §3) — and the JSON body
+// every switchboard host answers errors with:
+// {"error":{"code":"unauthenticated","message":"…"}}. Within an open
+// session a credential revoked or expired meanwhile reaches the tools, and
+// each call fails as an MCP tool error ("unauthenticated: …") the client
+// reads like any other refusal, instead of an HTTP error the MCP client
+// would throw. Every tool call authenticates its own request's credential.
 func Handler(sb *switchboard.Switchboard, opts *Options) http.Handler {
 	srv := NewServer(sb, opts)
 	var so *mcp.StreamableHTTPOptions
@@ -96,7 +114,44 @@ func Handler(sb *switchboard.Switchboard, opts *Options) http.Handler {
 		so = opts.Stream
 	}
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, so)
-	return auth.RequireBearerToken(Verifier(sb), nil)(h)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		authz := r.Header.Get("Authorization")
+		if authz == "" {
+			unauthorized(w, "", "no credential: send it as the bearer token (Authorization: Bearer sbg_…)")
+			return
+		}
+		f := strings.Fields(authz)
+		if len(f) != 2 || !strings.EqualFold(f[0], "bearer") {
+			unauthorized(w, "invalid_request", "the Authorization header is not Bearer and a credential")
+			return
+		}
+		if r.Header.Get("Mcp-Session-Id") == "" {
+			if _, err := sb.Authenticate(r.Context(), switchboard.Credential(f[1])); err != nil {
+				if st := switchboard.StatusOf(err); st.HTTP >= 500 {
+					w.Header().Set("Content-Type", "application/json")
+					w.WriteHeader(st.HTTP)
+					_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{"code": st.Code, "message": "the credential could not be checked"}})
+					return
+				}
+				unauthorized(w, "invalid_token", "the credential is not valid (unknown, revoked or expired)")
+				return
+			}
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// unauthorized answers 401 with a Bearer challenge (RFC 6750 §3) and the
+// JSON error body.
+func unauthorized(w http.ResponseWriter, code, msg string) {
+	challenge := "Bearer"
+	if code != "" {
+		challenge += fmt.Sprintf(`, error=%q, error_description=%q`, code, msg)
+	}
+	w.Header().Set("WWW-Authenticate", challenge)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusUnauthorized)
+	_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{"code": "unauthenticated", "message": "unauthenticated: " + msg}})
 }
 
 // Verifier authenticates a switchboard credential presented as a bearer
@@ -192,7 +247,7 @@ func (h *handlers) listFilter(next mcp.MethodHandler) mcp.MethodHandler {
 		}
 		verb := map[string]string{}
 		for _, t := range tools {
-			verb[t.name] = t.verb
+			verb[t.name] = string(t.verb)
 		}
 		kept := lr.Tools[:0:0]
 		for _, t := range lr.Tools {
@@ -209,7 +264,8 @@ func (h *handlers) listFilter(next mcp.MethodHandler) mcp.MethodHandler {
 // tool returns the handler of one tool: decode the arguments strictly,
 // call switchboard with the request's credential, and answer structured
 // output or a tool error.
-func (h *handlers) tool(name string) mcp.ToolHandler {
+func (h *handlers) tool(t tool) mcp.ToolHandler {
+	name := t.name
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		cred, err := h.credential(req.Extra)
 		if err != nil {
@@ -219,7 +275,7 @@ func (h *handlers) tool(name string) mcp.ToolHandler {
 		if len(args) == 0 {
 			args = []byte("{}")
 		}
-		out, err := h.call(ctx, name, cred, args)
+		out, err := t.run(h, ctx, cred, args)
 		if err != nil {
 			return toolError(err), nil
 		}
@@ -260,160 +316,177 @@ type okResult struct {
 	OK bool `json:"ok"`
 }
 
-func (h *handlers) call(ctx context.Context, name string, cred switchboard.Credential, args []byte) (any, error) {
+func (h *handlers) createFor(ctx context.Context, cred switchboard.Credential, args []byte) (any, error) {
 	sb := h.sb
-	switch name {
-	case "create_for":
-		queue, rest, err := splitQueue(args)
-		if err != nil {
-			return nil, err
-		}
-		var n switchboard.NewTodo
-		if err := switchboard.DecodeJSON(rest, &n); err != nil {
-			return nil, err
-		}
-		t, created, err := sb.CreateFor(ctx, cred, queue, n)
-		if err != nil {
-			return nil, err
-		}
-		return struct {
-			Todo    switchboard.Todo `json:"todo"`
-			Created bool             `json:"created"`
-		}{t, created}, nil
-	case "list_todos":
-		var a struct {
-			Queue string `json:"queue"`
-			switchboard.ListOptions
-		}
-		if err := switchboard.DecodeJSON(args, &a); err != nil {
-			return nil, err
-		}
-		todos, err := sb.List(ctx, cred, a.Queue, &a.ListOptions)
-		if err != nil {
-			return nil, err
-		}
-		limit := a.Limit
-		if limit == 0 {
-			limit = 100
-		}
-		res := struct {
-			Todos     []switchboard.Todo `json:"todos"`
-			NextAfter string             `json:"next_after,omitempty"`
-		}{Todos: todos}
-		if res.Todos == nil {
-			res.Todos = []switchboard.Todo{}
-		}
-		if len(todos) == limit {
-			res.NextAfter = todos[len(todos)-1].ID
-		}
-		return res, nil
-	case "get_todo":
-		var a struct {
-			ID string `json:"id"`
-		}
-		if err := switchboard.DecodeJSON(args, &a); err != nil {
-			return nil, err
-		}
-		t, err := sb.Get(ctx, cred, a.ID)
-		if err != nil {
-			return nil, err
-		}
-		return struct {
-			Todo switchboard.Todo `json:"todo"`
-		}{t}, nil
-	case "claim":
-		var a struct {
-			Queue string `json:"queue"`
-			Lease string `json:"lease,omitempty"`
-			Wait  string `json:"wait,omitempty"`
-		}
-		if err := switchboard.DecodeJSON(args, &a); err != nil {
-			return nil, err
-		}
-		lease, err := duration("lease", a.Lease)
-		if err != nil {
-			return nil, err
-		}
-		wait, err := duration("wait", a.Wait)
-		if err != nil {
-			return nil, err
-		}
-		if wait > h.o.MaxWait {
-			return nil, fmt.Errorf("%w: wait is at most %s", switchboard.ErrInvalidArgument, h.o.MaxWait)
-		}
-		cctx := ctx
-		if wait > 0 {
-			var cancel context.CancelFunc
-			cctx, cancel = context.WithTimeout(ctx, wait)
-			defer cancel()
-		}
-		t, l, err := sb.Claim(cctx, cred, a.Queue, &switchboard.ClaimOptions{Lease: lease, Wait: wait > 0})
-		type claimed struct {
-			Todo  *switchboard.Todo  `json:"todo,omitempty"`
-			Lease *switchboard.Lease `json:"lease,omitempty"`
-			Empty bool               `json:"empty"`
-		}
-		switch {
-		case errors.Is(err, switchboard.ErrQueueEmpty),
-			wait > 0 && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded):
-			return claimed{Empty: true}, nil
-		case err != nil:
-			return nil, err
-		}
-		return claimed{Todo: &t, Lease: &l}, nil
-	case "heartbeat":
-		var a struct {
-			leaseArgs
-			Extend string `json:"extend,omitempty"`
-		}
-		if err := switchboard.DecodeJSON(args, &a); err != nil {
-			return nil, err
-		}
-		d, err := duration("extend", a.Extend)
-		if err != nil {
-			return nil, err
-		}
-		l, err := sb.Heartbeat(ctx, cred, a.lease(), d)
-		if err != nil {
-			return nil, err
-		}
-		return struct {
-			Lease switchboard.Lease `json:"lease"`
-		}{l}, nil
-	case "complete":
-		var a struct {
-			leaseArgs
-			Result       json.RawMessage `json:"result,omitempty"`
-			ResultBase64 []byte          `json:"result_base64,omitempty"`
-		}
-		if err := switchboard.DecodeJSON(args, &a); err != nil {
-			return nil, err
-		}
-		if len(a.Result) > 0 && len(a.ResultBase64) > 0 {
-			return nil, fmt.Errorf("%w: both result and result_base64 are set", switchboard.ErrInvalidArgument)
-		}
-		result := a.ResultBase64
-		if len(a.Result) > 0 && string(a.Result) != "null" {
-			result = a.Result
-		}
-		return okResult{true}, sb.Complete(ctx, cred, a.lease(), result)
-	case "fail":
-		var a struct {
-			leaseArgs
-			Reason string `json:"reason,omitempty"`
-		}
-		if err := switchboard.DecodeJSON(args, &a); err != nil {
-			return nil, err
-		}
-		return okResult{true}, sb.Fail(ctx, cred, a.lease(), a.Reason)
-	case "release":
-		var a leaseArgs
-		if err := switchboard.DecodeJSON(args, &a); err != nil {
-			return nil, err
-		}
-		return okResult{true}, sb.Release(ctx, cred, a.lease())
+	queue, rest, err := splitQueue(args)
+	if err != nil {
+		return nil, err
 	}
-	return nil, fmt.Errorf("%w: unknown tool %q", switchboard.ErrNotFound, name)
+	var n switchboard.NewTodo
+	if err := switchboard.DecodeJSON(rest, &n); err != nil {
+		return nil, err
+	}
+	t, created, err := sb.CreateFor(ctx, cred, queue, n)
+	if err != nil {
+		return nil, err
+	}
+	return struct {
+		Todo    switchboard.Todo `json:"todo"`
+		Created bool             `json:"created"`
+	}{t, created}, nil
+}
+
+func (h *handlers) listTodos(ctx context.Context, cred switchboard.Credential, args []byte) (any, error) {
+	sb := h.sb
+	var a struct {
+		Queue string `json:"queue"`
+		switchboard.ListOptions
+	}
+	if err := switchboard.DecodeJSON(args, &a); err != nil {
+		return nil, err
+	}
+	todos, err := sb.List(ctx, cred, a.Queue, &a.ListOptions)
+	if err != nil {
+		return nil, err
+	}
+	limit := a.Limit
+	if limit == 0 {
+		limit = 100
+	}
+	res := struct {
+		Todos     []switchboard.Todo `json:"todos"`
+		NextAfter string             `json:"next_after,omitempty"`
+	}{Todos: todos}
+	if res.Todos == nil {
+		res.Todos = []switchboard.Todo{}
+	}
+	if len(todos) == limit {
+		res.NextAfter = todos[len(todos)-1].ID
+	}
+	return res, nil
+}
+
+func (h *handlers) getTodo(ctx context.Context, cred switchboard.Credential, args []byte) (any, error) {
+	sb := h.sb
+	var a struct {
+		ID string `json:"id"`
+	}
+	if err := switchboard.DecodeJSON(args, &a); err != nil {
+		return nil, err
+	}
+	t, err := sb.Get(ctx, cred, a.ID)
+	if err != nil {
+		return nil, err
+	}
+	return struct {
+		Todo switchboard.Todo `json:"todo"`
+	}{t}, nil
+}
+
+func (h *handlers) claim(ctx context.Context, cred switchboard.Credential, args []byte) (any, error) {
+	sb := h.sb
+	var a struct {
+		Queue string `json:"queue"`
+		Lease string `json:"lease,omitempty"`
+		Wait  string `json:"wait,omitempty"`
+	}
+	if err := switchboard.DecodeJSON(args, &a); err != nil {
+		return nil, err
+	}
+	lease, err := duration("lease", a.Lease)
+	if err != nil {
+		return nil, err
+	}
+	wait, err := duration("wait", a.Wait)
+	if err != nil {
+		return nil, err
+	}
+	if wait > h.o.MaxWait {
+		return nil, fmt.Errorf("%w: wait is at most %s", switchboard.ErrInvalidArgument, h.o.MaxWait)
+	}
+	cctx := ctx
+	if wait > 0 {
+		var cancel context.CancelFunc
+		cctx, cancel = context.WithTimeout(ctx, wait)
+		defer cancel()
+	}
+	t, l, err := sb.Claim(cctx, cred, a.Queue, &switchboard.ClaimOptions{Lease: lease, Wait: wait > 0})
+	type claimed struct {
+		Todo  *switchboard.Todo  `json:"todo,omitempty"`
+		Lease *switchboard.Lease `json:"lease,omitempty"`
+		Empty bool               `json:"empty"`
+	}
+	switch {
+	case errors.Is(err, switchboard.ErrQueueEmpty),
+		wait > 0 && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded):
+		return claimed{Empty: true}, nil
+	case err != nil:
+		return nil, err
+	}
+	return claimed{Todo: &t, Lease: &l}, nil
+}
+
+func (h *handlers) heartbeat(ctx context.Context, cred switchboard.Credential, args []byte) (any, error) {
+	sb := h.sb
+	var a struct {
+		leaseArgs
+		Extend string `json:"extend,omitempty"`
+	}
+	if err := switchboard.DecodeJSON(args, &a); err != nil {
+		return nil, err
+	}
+	d, err := duration("extend", a.Extend)
+	if err != nil {
+		return nil, err
+	}
+	l, err := sb.Heartbeat(ctx, cred, a.lease(), d)
+	if err != nil {
+		return nil, err
+	}
+	return struct {
+		Lease switchboard.Lease `json:"lease"`
+	}{l}, nil
+}
+
+func (h *handlers) complete(ctx context.Context, cred switchboard.Credential, args []byte) (any, error) {
+	sb := h.sb
+	var a struct {
+		leaseArgs
+		Result       json.RawMessage `json:"result,omitempty"`
+		ResultBase64 []byte          `json:"result_base64,omitempty"`
+	}
+	if err := switchboard.DecodeJSON(args, &a); err != nil {
+		return nil, err
+	}
+	if len(a.Result) > 0 && len(a.ResultBase64) > 0 {
+		return nil, fmt.Errorf("%w: both result and result_base64 are set", switchboard.ErrInvalidArgument)
+	}
+	result := a.ResultBase64
+	if len(a.Result) > 0 && string(a.Result) != "null" {
+		result = a.Result
+	}
+	return okResult{true}, sb.Complete(ctx, cred, a.lease(), result)
+}
+
+func (h *handlers) fail(ctx context.Context, cred switchboard.Credential, args []byte) (any, error) {
+	sb := h.sb
+	var a struct {
+		leaseArgs
+		Reason string `json:"reason,omitempty"`
+	}
+	if err := switchboard.DecodeJSON(args, &a); err != nil {
+		return nil, err
+	}
+	return okResult{true}, sb.Fail(ctx, cred, a.lease(), a.Reason)
+}
+
+func (h *handlers) release(ctx context.Context, cred switchboard.Credential, args []byte) (any, error) {
+	sb := h.sb
+	var a leaseArgs
+	if err := switchboard.DecodeJSON(args, &a); err != nil {
+		return nil, err
+	}
+	return okResult{true}, sb.Release(ctx, cred, a.lease())
 }
 
 // splitQueue takes "queue" out of create_for's arguments, leaving a NewTodo.

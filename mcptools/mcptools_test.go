@@ -135,12 +135,13 @@ func TestToolsOverStreamableHTTP(t *testing.T) {
 	_, e5 := call(t, s, "claim", map[string]any{"queue": "inbox"})
 	assert.True(t, strings.HasPrefix(e5, "forbidden: "), "a verb the grant does not hold on a queue it has: %s", e5)
 
-	// Revocation takes effect on the next call of the open session.
+	// Revocation takes effect on the next call of the open session, as a
+	// tool error the client reads (not an HTTP error it would throw).
 	require.NoError(t, k.SB.Revoke(context.Background(), k.Human("bob"), grant.ID))
 	res, err := s.CallTool(context.Background(), &mcp.CallToolParams{Name: "get_todo", Arguments: map[string]any{"id": id}})
-	if err == nil {
-		assert.True(t, res.IsError)
-	}
+	require.NoError(t, err)
+	require.True(t, res.IsError)
+	require.True(t, strings.HasPrefix(res.Content[0].(*mcp.TextContent).Text, "unauthenticated: "), res.Content[0].(*mcp.TextContent).Text)
 	// A new session with the revoked credential is refused at the door.
 	c := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1"}, nil)
 	_, err = c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: srv.URL,
@@ -248,6 +249,22 @@ func TestVerifier(t *testing.T) {
 		resp.Body.Close()
 		assert.Equal(t, http.StatusUnauthorized, resp.StatusCode, name)
 		assert.NotContains(t, body.String(), string(w), name)
+		assert.Equal(t, "application/json", resp.Header.Get("Content-Type"), name)
+		var e struct {
+			Error struct{ Code, Message string } `json:"error"`
+		}
+		require.NoError(t, json.Unmarshal(body.Bytes(), &e), name)
+		assert.Equal(t, "unauthenticated", e.Error.Code, name)
+		challenge := resp.Header.Get("WWW-Authenticate")
+		assert.True(t, strings.HasPrefix(challenge, "Bearer"), name)
+		switch name {
+		case "none":
+			assert.Equal(t, "Bearer", challenge, "no credential: no error code (RFC 6750 §3)")
+		case "not bearer":
+			assert.Contains(t, challenge, `error="invalid_request"`)
+		default:
+			assert.Contains(t, challenge, `error="invalid_token"`, name)
+		}
 	}
 	info, err := mcptools.Verifier(k.SB)(context.Background(), string(w), nil)
 	require.NoError(t, err)

@@ -81,47 +81,60 @@ func withLease(extra map[string]*jsonschema.Schema) map[string]*jsonschema.Schem
 	return m
 }
 
-var schemas = map[string][2]*jsonschema.Schema{
-	"create_for": {input(map[string]*jsonschema.Schema{
-		"queue":          str("the target persona's queue, as the grant names it"),
-		"kind":           str("what sort of work, e.g. invoice.review"),
-		"title":          str("a line for humans"),
-		"payload":        anyJSON("the work's input, as JSON"),
-		"payload_base64": str("the work's input as base64 bytes, when it is not JSON (not with payload)"),
-		"priority":       integer("higher is claimed first; within ±1,000,000"),
-		"dedup_key":      str("makes the call idempotent: the same key returns the same todo"),
-		"not_before":     timestamp("delay the todo until this time"),
-		"max_attempts":   integer("attempts before the todo is dead-lettered"),
-	}, "queue", "kind"), output(map[string]*jsonschema.Schema{
-		"todo":    todo(),
-		"created": boolean("false when the dedup key returned an existing todo"),
-	}, "todo", "created")},
-	"list_todos": {input(map[string]*jsonschema.Schema{
-		"queue": str("the queue"),
-		"state": &jsonschema.Schema{Type: "string", Enum: []any{"queued", "leased", "done", "dead", "cancelled"}, Description: "only todos in this state"},
-		"after": str("continue after this todo id (next_after of the previous page)"),
-		"limit": integer("at most this many (default 100, at most 1000)"),
-	}, "queue"), output(map[string]*jsonschema.Schema{
-		"todos":      &jsonschema.Schema{Type: "array", Items: todo()},
-		"next_after": str("pass as after for the next page; empty on the last page"),
-	}, "todos")},
-	"get_todo": {input(map[string]*jsonschema.Schema{"id": str("the todo's id")}, "id"),
-		output(map[string]*jsonschema.Schema{"todo": todo()}, "todo")},
-	"claim": {input(map[string]*jsonschema.Schema{
-		"queue": str("the queue"),
-		"lease": str(`lease length as a Go duration ("5m"); default the grant's`),
-		"wait":  str(`wait this long for work when none is ready ("30s", at most the server's limit); default no wait`),
-	}, "queue"), output(map[string]*jsonschema.Schema{
-		"todo":  todo(),
-		"lease": lease(),
-		"empty": boolean("true when no todo was ready; todo and lease are then absent"),
-	}, "empty")},
-	"heartbeat": {input(withLease(map[string]*jsonschema.Schema{"extend": str(`new lease length from now, as a Go duration; default the claim's`)}), "todo", "token"),
-		output(map[string]*jsonschema.Schema{"lease": lease()}, "lease")},
-	"complete": {input(withLease(map[string]*jsonschema.Schema{
-		"result":        anyJSON("the outcome, as JSON"),
-		"result_base64": str("the outcome as base64 bytes, when it is not JSON (not with result)"),
-	}), "todo", "token"), okOutput},
-	"fail":    {input(withLease(map[string]*jsonschema.Schema{"reason": str("why it failed; it is retried with backoff until max attempts")}), "todo", "token"), okOutput},
-	"release": {input(todoRef, "todo", "token"), okOutput},
-}
+// createForSchemas are the input and output schemas of create_for.
+var createForSchemas = [2]*jsonschema.Schema{input(map[string]*jsonschema.Schema{
+	"queue":          str("the target persona's queue, as the grant names it"),
+	"kind":           str("what sort of work, e.g. invoice.review"),
+	"title":          str("a line for humans"),
+	"payload":        anyJSON("the work's input, as JSON"),
+	"payload_base64": str("the work's input as base64 bytes, when it is not JSON (not with payload)"),
+	"priority":       integer("higher is claimed first; within ±1,000,000"),
+	"dedup_key":      str("makes the call idempotent: the same key returns the same todo"),
+	"not_before":     timestamp("delay the todo until this time"),
+	"max_attempts":   integer("attempts before the todo is dead-lettered"),
+}, "queue", "kind"), output(map[string]*jsonschema.Schema{
+	"todo":    todo(),
+	"created": boolean("false when the dedup key returned an existing todo"),
+}, "todo", "created")}
+
+// listTodosSchemas are the input and output schemas of list_todos.
+var listTodosSchemas = [2]*jsonschema.Schema{input(map[string]*jsonschema.Schema{
+	"queue": str("the queue"),
+	"state": &jsonschema.Schema{Type: "string", Enum: []any{"queued", "leased", "done", "dead", "cancelled"}, Description: "only todos in this state"},
+	"after": str("continue after this todo id (next_after of the previous page)"),
+	"limit": integer("at most this many (default 100, at most 1000)"),
+}, "queue"), output(map[string]*jsonschema.Schema{
+	"todos":      &jsonschema.Schema{Type: "array", Items: todo()},
+	"next_after": str("pass as after for the next page; empty on the last page"),
+}, "todos")}
+
+// getTodoSchemas are the input and output schemas of get_todo.
+var getTodoSchemas = [2]*jsonschema.Schema{input(map[string]*jsonschema.Schema{"id": str("the todo's id")}, "id"),
+	output(map[string]*jsonschema.Schema{"todo": todo()}, "todo")}
+
+// claimSchemas are the input and output schemas of claim.
+var claimSchemas = [2]*jsonschema.Schema{input(map[string]*jsonschema.Schema{
+	"queue": str("the queue"),
+	"lease": str(`lease length as a Go duration ("5m"); default the grant's`),
+	"wait":  str(`wait this long for work when none is ready ("30s", at most the server's limit); default no wait`),
+}, "queue"), output(map[string]*jsonschema.Schema{
+	"todo":  todo(),
+	"lease": lease(),
+	"empty": boolean("true when no todo was ready; todo and lease are then absent"),
+}, "empty")}
+
+// heartbeatSchemas are the input and output schemas of heartbeat.
+var heartbeatSchemas = [2]*jsonschema.Schema{input(withLease(map[string]*jsonschema.Schema{"extend": str(`new lease length from now, as a Go duration; default the claim's`)}), "todo", "token"),
+	output(map[string]*jsonschema.Schema{"lease": lease()}, "lease")}
+
+// completeSchemas are the input and output schemas of complete.
+var completeSchemas = [2]*jsonschema.Schema{input(withLease(map[string]*jsonschema.Schema{
+	"result":        anyJSON("the outcome, as JSON"),
+	"result_base64": str("the outcome as base64 bytes, when it is not JSON (not with result)"),
+}), "todo", "token"), okOutput}
+
+// failSchemas are the input and output schemas of fail.
+var failSchemas = [2]*jsonschema.Schema{input(withLease(map[string]*jsonschema.Schema{"reason": str("why it failed; it is retried with backoff until max attempts")}), "todo", "token"), okOutput}
+
+// releaseSchemas are the input and output schemas of release.
+var releaseSchemas = [2]*jsonschema.Schema{input(todoRef, "todo", "token"), okOutput}
