@@ -23,6 +23,7 @@ import (
 	"github.com/switchboardhq/switchboard/agentcard"
 	"github.com/switchboardhq/switchboard/mcptools"
 	"github.com/switchboardhq/switchboard/store"
+	"github.com/switchboardhq/switchboard/switchboardtest"
 )
 
 // maxBody bounds every request body; a card is at most 256 KiB.
@@ -38,6 +39,10 @@ type hostConfig struct {
 	Logger  *slog.Logger
 	// SessionTTL is how long a human stays signed in. Default 12 hours.
 	SessionTTL time.Duration
+	// Dev, if set, is a local OIDC issuer (the test kit's) the host trusts
+	// and offers sign-in and tokens from, with no identity provider: for
+	// trying the host on a fresh clone. Never in production.
+	Dev *switchboardtest.Issuer
 }
 
 type host struct {
@@ -68,10 +73,18 @@ func newHost(cfg hostConfig) http.Handler {
 	}
 	h := &host{cfg: cfg, local: switchboard.NewLocalDirectory(cfg.Store), logins: map[string]login{}, sessions: map[string]session{}}
 	mux := http.NewServeMux()
-	// Discovery: cards of this host's own discoverable personas.
+	// Discovery: cards of this host's own discoverable personas, at the
+	// A2A well-known path under the persona's URL, and at the URL itself
+	// (with or without a trailing slash): an A2A client that resolves the
+	// well-known path against "…/agents/bob-desk" (no slash) loses the
+	// persona's name, so give clients the card URL or the URL with a slash.
 	mux.HandleFunc("GET /.well-known/agent-card.json", h.primaryCard)
 	mux.HandleFunc("GET /agents/{id}/.well-known/agent-card.json", h.card)
-	// The requesting agent: send a friend request, collect the credential.
+	mux.HandleFunc("GET /agents/{id}", h.card)
+	mux.HandleFunc("GET /agents/{id}/{$}", h.card)
+	// The requesting agent: compute a request's nonce, send the friend
+	// request, collect the credential.
+	mux.HandleFunc("POST /friend-requests/nonce", h.nonce)
 	mux.HandleFunc("POST /agents/{id}/friend-requests", h.friendRequest)
 	mux.HandleFunc("POST /edges/{id}/collect", h.collect)
 	// Humans: sign in, publish personas, decide approvals.
@@ -86,7 +99,21 @@ func newHost(cfg hostConfig) http.Handler {
 	mux.HandleFunc("POST /me/blocks", h.human(h.block))
 	// Agents with a credential: the queue verbs over MCP.
 	mux.Handle("/mcp", mcptools.Handler(cfg.SB, nil))
-	return mux
+	if cfg.Dev != nil {
+		mux.HandleFunc("POST /dev/login", h.devLogin)
+		mux.HandleFunc("POST /dev/id-token", h.devToken)
+	}
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		h.failCode(w, http.StatusNotFound, "not_found", "not found: no route "+r.Method+" "+r.URL.Path)
+	})
+	// Every state-changing request a browser sends from another origin is
+	// refused (Sec-Fetch-Site / Origin), before any route sees it; agents'
+	// HTTP clients send neither header and pass.
+	cop := http.NewCrossOriginProtection()
+	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.failCode(w, http.StatusForbidden, "cross_origin", "forbidden: cross-origin request refused")
+	}))
+	return cop.Handler(mux)
 }
 
 // ---- answers
@@ -122,6 +149,17 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
+}
+
+// jsonRequest refuses a state-changing request that is not
+// application/json, body or not: a cross-site HTML form cannot send that
+// type without a preflight, so the session cookie alone never acts.
+func (h *host) jsonRequest(w http.ResponseWriter, r *http.Request) bool {
+	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "application/json" {
+		h.failCode(w, http.StatusUnsupportedMediaType, "unsupported_media_type", "send Content-Type: application/json")
+		return false
+	}
+	return true
 }
 
 // read decodes a JSON body into v: bounded, application/json only (which
@@ -232,10 +270,11 @@ func (h *host) friendRequest(w http.ResponseWriter, r *http.Request) {
 }
 
 // guest registers an agent of another host so its friend request can be
-// checked like a local one. Its id is "name@issuer-host", where issuer-host
-// is the host of the OIDC issuer that signs its human in: a guest id is
-// owned by the first human of that issuer to use it, and no local persona
-// has an '@'. The ID token is verified here against the request's nonce
+// checked like a local one. Its id is "name@" and the key of the OIDC
+// issuer that signs its human in (issuerKey: the issuer's host, and a hash
+// of its whole URL when it has a path, so two tenants of one provider
+// never share names): a guest id is owned by the first human of that
+// issuer to use it, and no local persona has an '@'. The ID token is verified here against the request's nonce
 // without being spent; Request then verifies and spends it. The guest is
 // published undiscoverable, with the card the request carries.
 func (h *host) guest(r *http.Request, req switchboard.FriendRequest, rawCard json.RawMessage) error {
@@ -243,9 +282,12 @@ func (h *host) guest(r *http.Request, req switchboard.FriendRequest, rawCard jso
 	if err != nil {
 		return err
 	}
-	u, err := url.Parse(prov.Issuer)
-	if err != nil || !strings.HasSuffix(req.From, "@"+u.Host) || strings.Count(req.From, "@") != 1 {
-		return fmt.Errorf("%w: an agent of another host is named name@%s after its issuer", switchboard.ErrInvalidArgument, u.Host)
+	key, err := issuerKey(prov.Issuer)
+	if err != nil {
+		return err
+	}
+	if !strings.HasSuffix(req.From, "@"+key) || strings.Count(req.From, "@") != 1 {
+		return fmt.Errorf("%w: an agent of another host is named name@%s after its issuer", switchboard.ErrInvalidArgument, key)
 	}
 	if len(rawCard) == 0 {
 		return fmt.Errorf("%w: an agent of another host sends its card as from_card", switchboard.ErrInvalidArgument)
@@ -259,6 +301,35 @@ func (h *host) guest(r *http.Request, req switchboard.FriendRequest, rawCard jso
 		return fmt.Errorf("%w: the verified human does not own agent %q", switchboard.ErrForbidden, req.From)
 	}
 	return err
+}
+
+// nonce returns the nonce a friend request's ID token must carry, and the
+// canonical text it hashes (switchboard.RequestNonce), for a draft request
+// (from, to, scope, why, pickup; id_token is not read): for agents in any
+// language, and to check one's own implementation of the derivation.
+func (h *host) nonce(w http.ResponseWriter, r *http.Request) {
+	var req switchboard.FriendRequest
+	if !h.read(w, r, &req) {
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"nonce": switchboard.RequestNonce(req), "canonical": string(switchboard.RequestNonceInput(req))})
+}
+
+// issuerKey is what names an issuer in guest ids: its host ("idp.example",
+// with a port if it has one) when the issuer URL has no path, else the host
+// and ":t-" with 8 hex digits of SHA-256 of the whole issuer URL
+// ("idp.example:t-1a2b3c4d"): tenants of one provider at
+// https://idp.example/tenant-a and /tenant-b get different keys.
+func issuerKey(issuer string) (string, error) {
+	u, err := url.Parse(issuer)
+	if err != nil || u.Host == "" {
+		return "", fmt.Errorf("%w: issuer %q is not a URL", switchboard.ErrInvalidArgument, issuer)
+	}
+	if strings.Trim(u.Path, "/") == "" {
+		return u.Host, nil
+	}
+	sum := sha256.Sum256([]byte(issuer))
+	return u.Host + ":t-" + hex.EncodeToString(sum[:4]), nil
 }
 
 func (h *host) collect(w http.ResponseWriter, r *http.Request) {
@@ -341,6 +412,11 @@ func (h *host) login(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
+	h.startSession(w, r, prov)
+}
+
+// startSession gives a verified human a session cookie.
+func (h *host) startSession(w http.ResponseWriter, r *http.Request, prov switchboard.Provenance) {
 	tok := randomToken()
 	h.mu.Lock()
 	h.sessions[hashKey(tok)] = session{human: prov.Human(), expires: time.Now().Add(h.cfg.SessionTTL)}
@@ -373,7 +449,55 @@ func (h *host) human(fn func(http.ResponseWriter, *http.Request, switchboard.Hum
 	}
 }
 
+// devLogin (-dev only) signs a test human in with the local issuer: the
+// same VerifyHuman path a real sign-in takes, with a token minted here.
+func (h *host) devLogin(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		Subject string `json:"subject"`
+		Name    string `json:"name,omitempty"`
+		Email   string `json:"email,omitempty"`
+	}
+	if !h.read(w, r, &body) {
+		return
+	}
+	if body.Subject == "" {
+		h.failCode(w, http.StatusBadRequest, "invalid_argument", "invalid argument: subject is empty")
+		return
+	}
+	nonce := randomToken()
+	tok := h.cfg.Dev.Token(body.Subject, body.Name, body.Email, nonce, time.Now())
+	prov, err := h.cfg.SB.VerifyHuman(r.Context(), tok, nonce)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	h.startSession(w, r, prov)
+}
+
+// devToken (-dev only) mints an ID token of the local issuer for a
+// subject and nonce: what an agent's human would get from a real identity
+// provider for a friend request (its nonce from POST /friend-requests/nonce).
+func (h *host) devToken(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		Subject string `json:"subject"`
+		Nonce   string `json:"nonce"`
+	}
+	if !h.read(w, r, &body) {
+		return
+	}
+	if body.Subject == "" || body.Nonce == "" {
+		h.failCode(w, http.StatusBadRequest, "invalid_argument", "invalid argument: subject and nonce are required")
+		return
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	writeJSON(w, http.StatusOK, map[string]any{"id_token": h.cfg.Dev.Token(body.Subject, body.Subject, body.Subject+"@dev.example", body.Nonce, time.Now()),
+		"human": h.cfg.Dev.Human(body.Subject)})
+}
+
 func (h *host) logout(w http.ResponseWriter, r *http.Request, _ switchboard.Human) {
+	if !h.jsonRequest(w, r) {
+		return
+	}
 	if c, err := r.Cookie("sb_session"); err == nil {
 		h.mu.Lock()
 		delete(h.sessions, hashKey(c.Value))
@@ -432,7 +556,7 @@ func (h *host) approve(w http.ResponseWriter, r *http.Request, me switchboard.Hu
 	var body struct {
 		Scope switchboard.Scope `json:"scope,omitempty"` // narrower than requested; empty: as requested
 	}
-	if r.ContentLength != 0 && !h.read(w, r, &body) {
+	if !h.read(w, r, &body) { // {} approves the scope as requested
 		return
 	}
 	g, err := h.cfg.SB.Approve(r.Context(), me, r.PathValue("id"), body.Scope)
@@ -444,6 +568,9 @@ func (h *host) approve(w http.ResponseWriter, r *http.Request, me switchboard.Hu
 }
 
 func (h *host) deny(w http.ResponseWriter, r *http.Request, me switchboard.Human) {
+	if !h.jsonRequest(w, r) {
+		return
+	}
 	if err := h.cfg.SB.Deny(r.Context(), me, r.PathValue("id")); err != nil {
 		h.fail(w, r, err)
 		return
@@ -452,6 +579,9 @@ func (h *host) deny(w http.ResponseWriter, r *http.Request, me switchboard.Human
 }
 
 func (h *host) revoke(w http.ResponseWriter, r *http.Request, me switchboard.Human) {
+	if !h.jsonRequest(w, r) {
+		return
+	}
 	if err := h.cfg.SB.Revoke(r.Context(), me, r.PathValue("id")); err != nil {
 		h.fail(w, r, err)
 		return

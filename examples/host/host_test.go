@@ -311,3 +311,68 @@ func TestStatusCodes(t *testing.T) {
 		assert.Equal(t, 401, code, authz)
 	}
 }
+
+// The session cookie alone never acts: a cross-site browser request is
+// refused before any route, and every state-changing human route wants
+// application/json — an empty-bodied form POST approves nothing.
+func TestCrossSiteRequestsAreRefused(t *testing.T) {
+	e := newEnv(t, "")
+	bob := e.signIn("bob")
+	alice := e.signIn("alice")
+	bob.publish("bob-desk", "Bob's desk", true)
+	alice.publish("alice-bot", "Alice's bot", true)
+	_, pickup := switchboard.NewPickup()
+	req := switchboard.FriendRequest{From: "alice-bot", To: "bob-desk", Scope: asked, Why: "w", Pickup: pickup}
+	req.IDToken = e.is.RequestToken("alice", req, time.Now())
+	code, out, _ := e.client().do("POST", "/agents/bob-desk/friend-requests", req)
+	require.Equal(t, http.StatusCreated, code, out)
+	edgeID := out["edge"].(map[string]any)["id"].(string)
+
+	for _, path := range []string{"/me/edges/" + edgeID + "/approve", "/me/edges/" + edgeID + "/deny", "/logout"} {
+		code, out, _ = bob.do("POST", path, "{}", "Sec-Fetch-Site", "cross-site")
+		assert.Equal(t, http.StatusForbidden, code, path)
+		assert.Equal(t, "cross_origin", out["error"].(map[string]any)["code"], path)
+		code, _, _ = bob.do("POST", path, "{}", "Origin", "https://evil.example", "Sec-Fetch-Site", "")
+		assert.Equal(t, http.StatusForbidden, code, "%s with a foreign Origin", path)
+		code, _, _ = bob.do("POST", path, nil, "Content-Type", "application/x-www-form-urlencoded")
+		assert.Equal(t, http.StatusUnsupportedMediaType, code, "%s as a form", path)
+	}
+	code, out, _ = bob.do("GET", "/me/approvals", nil)
+	require.Equal(t, 200, code)
+	assert.Len(t, out["approvals"].([]any), 1, "still pending: nothing approved or denied")
+	code, out, _ = bob.do("GET", "/no/such/route", nil)
+	assert.Equal(t, 404, code)
+	assert.Equal(t, "not_found", out["error"].(map[string]any)["code"], "unknown routes answer the JSON error too")
+}
+
+// Guest names are keyed on the whole issuer: two tenants of one provider
+// (same host, different paths) never share a name.
+func TestGuestNamesKeyOnTheWholeIssuer(t *testing.T) {
+	a, err := issuerKey("https://idp.example/tenant-a")
+	require.NoError(t, err)
+	b, err := issuerKey("https://idp.example/tenant-b")
+	require.NoError(t, err)
+	root, err := issuerKey("https://idp.example")
+	require.NoError(t, err)
+	assert.NotEqual(t, a, b)
+	assert.Equal(t, "idp.example", root)
+	assert.Regexp(t, `^idp\.example:t-[0-9a-f]{8}$`, a)
+}
+
+// The nonce route answers what RequestNonce computes, with its canonical
+// text; cards are served at the persona's URL too.
+func TestNonceRouteAndCardURLs(t *testing.T) {
+	e := newEnv(t, "")
+	bob := e.signIn("bob")
+	bob.publish("bob-desk", "Bob's desk", true)
+	req := switchboard.FriendRequest{From: "alice-bot", To: "bob-desk", Scope: asked, Why: "<b>why</b>", Pickup: "p"}
+	code, out, _ := e.client().do("POST", "/friend-requests/nonce", req)
+	require.Equal(t, 200, code, out)
+	assert.Equal(t, switchboard.RequestNonce(req), out["nonce"])
+	assert.Equal(t, string(switchboard.RequestNonceInput(req)), out["canonical"])
+	for _, p := range []string{"/agents/bob-desk", "/agents/bob-desk/", "/agents/bob-desk/.well-known/agent-card.json"} {
+		code, card, _ := e.client().do("GET", p, nil)
+		assert.Equal(t, 200, code, p)
+		assert.Equal(t, "Bob's desk", card["name"], p)
+	}
+}

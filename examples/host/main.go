@@ -5,6 +5,7 @@
 // host".
 //
 //	go run ./examples/host -issuer https://accounts.example.com -client-id my-client
+//	go run ./examples/host -dev    # a local issuer, sign-in and tokens without an identity provider
 package main
 
 import (
@@ -14,10 +15,12 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"syscall"
 	"time"
 
 	"github.com/switchboardhq/switchboard"
 	"github.com/switchboardhq/switchboard/store/bolt"
+	"github.com/switchboardhq/switchboard/switchboardtest"
 )
 
 func main() {
@@ -26,10 +29,26 @@ func main() {
 	issuer := flag.String("issuer", "", "the OIDC issuer that signs your humans in (and whose friend requests you accept)")
 	clientID := flag.String("client-id", "", "this deployment's client id at the issuer")
 	primary := flag.String("primary", "", "the persona served at /.well-known/agent-card.json")
+	dev := flag.Bool("dev", false, "run with an embedded local OIDC issuer and the /dev/login and /dev/id-token routes (for trying the host; never in production)")
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	var devIssuer *switchboardtest.Issuer
+	if *dev {
+		if *issuer != "" {
+			log.Error("-dev runs its own issuer: leave out -issuer")
+			os.Exit(2)
+		}
+		var err error
+		if devIssuer, err = switchboardtest.NewIssuer("switchboard-dev"); err != nil {
+			log.Error("dev issuer", "err", err)
+			os.Exit(1)
+		}
+		defer devIssuer.Close()
+		*issuer, *clientID = devIssuer.URL(), "switchboard-dev"
+		log.Warn("DEV MODE: anyone can sign in as anyone (POST /dev/login) and mint ID tokens (POST /dev/id-token)", "issuer", *issuer)
+	}
 	if *issuer == "" || *clientID == "" {
-		log.Error("set -issuer and -client-id")
+		log.Error("set -issuer and -client-id (or -dev)")
 		os.Exit(2)
 	}
 	st, err := bolt.Open(*db, nil)
@@ -46,11 +65,12 @@ func main() {
 		log.Error("switchboard", "err", err)
 		os.Exit(1)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer sb.Close()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	go func() { _ = sb.Run(ctx) }() // the reaper
 	srv := &http.Server{Addr: *addr, ReadHeaderTimeout: 10 * time.Second,
-		Handler: newHost(hostConfig{SB: sb, Store: st, Primary: *primary, Logger: log})}
+		Handler: newHost(hostConfig{SB: sb, Store: st, Primary: *primary, Logger: log, Dev: devIssuer})}
 	go func() {
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -1,0 +1,99 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchboardhq/switchboard"
+	"github.com/switchboardhq/switchboard/store/bolt"
+	"github.com/switchboardhq/switchboard/switchboardtest"
+)
+
+// devEnv is the host as `go run ./examples/host -dev` runs it: a local
+// issuer it trusts and offers sign-in and tokens from.
+func devEnv(t *testing.T) (*switchboard.Switchboard, *httptest.Server) {
+	t.Helper()
+	is, err := switchboardtest.NewIssuer("switchboard-dev")
+	require.NoError(t, err)
+	t.Cleanup(is.Close)
+	st, err := bolt.Open(filepath.Join(t.TempDir(), "sb.db"), nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { st.Close() })
+	sb, err := switchboard.New(st, &switchboard.Config{Issuers: []switchboard.Issuer{is.Config()}})
+	require.NoError(t, err)
+	t.Cleanup(func() { sb.Close() })
+	srv := httptest.NewServer(newHost(hostConfig{SB: sb, Store: st, Dev: is}))
+	t.Cleanup(srv.Close)
+	for _, p := range [][2]string{{"alice", "alice-bot"}, {"bob", "bob-desk"}} {
+		_, err := sb.Publish(context.Background(), switchboard.Persona{ID: p[1], Owner: is.Human(p[0]), Discoverable: true,
+			Card: switchboard.PersonaCard(p[1], "an agent", "1.0", srv.URL+"/agents/"+p[1]+"/")})
+		require.NoError(t, err)
+	}
+	return sb, srv
+}
+
+// A JavaScript agent, written from the README and the nonce's
+// specification only, makes first contact with the host in -dev mode: it
+// checks its nonce against the vectors and the host, resolves bob-desk's
+// card with the official A2A SDK, sends a real friend request, has bob
+// approve it through the host, collects its credential, creates a todo
+// with the official MCP TypeScript client, and reads bob's revocation as a
+// tool error.
+func TestFirstContactFromJavaScript(t *testing.T) {
+	if _, err := os.Stat("../../interop/js/node_modules/@modelcontextprotocol/sdk"); err != nil {
+		t.Skip("the JS interop packages are not installed: run `npm ci --prefix interop/js` (CI does)")
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("node is not installed; CI runs this test with Node.js")
+	}
+	sb, srv := devEnv(t)
+	vectors, err := filepath.Abs("../../testdata/request-nonce.json")
+	require.NoError(t, err)
+	in, err := json.Marshal(map[string]string{"url": srv.URL, "vectors": vectors})
+	require.NoError(t, err)
+	cmd := exec.Command(node, "first-contact.mjs")
+	cmd.Dir = "../../interop/js"
+	cmd.Stdin = bytes.NewReader(in)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	require.NoError(t, cmd.Run(), "stderr: %s", errb.String())
+	var got struct {
+		Vectors        int      `json:"vectors"`
+		Card           string   `json:"card"`
+		Edge           string   `json:"edge"`
+		Tools          []string `json:"tools"`
+		Created        bool     `json:"created"`
+		RevokedIsError bool     `json:"revokedIsError"`
+		RevokedText    string   `json:"revokedText"`
+		Unauthorized   struct {
+			Status    int    `json:"status"`
+			Challenge string `json:"challenge"`
+			Body      struct {
+				Error struct{ Code, Message string } `json:"error"`
+			} `json:"body"`
+		} `json:"unauthorized"`
+	}
+	require.NoError(t, json.Unmarshal(out.Bytes(), &got), out.String())
+	assert.GreaterOrEqual(t, got.Vectors, 5)
+	assert.Equal(t, "bob-desk", got.Card)
+	assert.Equal(t, []string{"create_for"}, got.Tools, "the narrowed scope")
+	assert.True(t, got.Created)
+	assert.True(t, got.RevokedIsError, "a revoked credential is a tool error the client reads")
+	assert.Contains(t, got.RevokedText, "unauthenticated")
+	assert.Equal(t, http.StatusUnauthorized, got.Unauthorized.Status)
+	assert.Equal(t, "Bearer", got.Unauthorized.Challenge)
+	assert.Equal(t, "unauthenticated", got.Unauthorized.Body.Error.Code)
+
+	_ = sb
+}
