@@ -336,3 +336,57 @@ func ExamplePayloadOf() {
 	// INV-7 12900
 	// true
 }
+
+// The README's five-minute tour, whole: every line of its code block is a
+// line of this function (TestReadmeCodeIsCompiled checks).
+func Example_tour() {
+	ctx := context.Background()
+	iss, _ := switchboardtest.NewIssuer("my-client-id") // stands in for your identity provider
+	defer iss.Close()
+	alice, bob := iss.Human("alice"), iss.Human("bob")
+	st := memory.New() // or bolt.Open("switchboard.db", nil)
+	sb, _ := switchboard.New(st, &switchboard.Config{Issuers: []switchboard.Issuer{iss.Config()}})
+	defer sb.Close()
+
+	// 1. Discover: each human publishes an agent with an A2A Agent Card.
+	sb.Publish(ctx, switchboard.Persona{ID: "alice-bot", Owner: alice, Discoverable: true,
+		Card: switchboard.PersonaCard("Alice's bot", "Books travel", "1.0", "https://hub.example/agents/alice-bot/")})
+	sb.Publish(ctx, switchboard.Persona{ID: "bob-desk", Owner: bob, Discoverable: true,
+		Card: switchboard.PersonaCard("Bob's desk", "Pays invoices", "1.0", "https://hub.example/agents/bob-desk/")})
+
+	// 2. Request: alice-bot asks for a scope, proven by Alice's ID token,
+	// whose nonce binds it to this request. It keeps the pickup secret.
+	secret, pickup := switchboard.NewPickup()
+	req := switchboard.FriendRequest{From: "alice-bot", To: "bob-desk", Why: "I forward invoices", Pickup: pickup,
+		Scope: switchboard.Scope{{Queue: "invoices", Verbs: []switchboard.Verb{switchboard.VerbCreateFor, switchboard.VerbGet}}}}
+	req.IDToken = iss.Token("alice", "Alice", "alice@example.com", switchboard.RequestNonce(req), time.Now())
+	edge, _, _ := sb.Request(ctx, req)
+
+	// 3. The approval waits in Bob's own approvals queue: who, why, what.
+	approvals, _ := sb.Approvals(ctx, bob)
+	fmt.Println(approvals[0].Approval.ScopeText)
+
+	// 4. Approval is the vend — here narrowed to create_for.
+	grant, _ := sb.Approve(ctx, bob, edge.ID, switchboard.Scope{{Queue: "invoices", Verbs: []switchboard.Verb{switchboard.VerbCreateFor}}})
+
+	// 5. alice-bot collects its credential, once, with its secret.
+	_, credential, _ := sb.Collect(ctx, edge.ID, secret)
+
+	// 6. Work flows as durable, deduplicated todos.
+	todo, _, _ := sb.CreateFor(ctx, credential, "invoices", switchboard.NewTodo{Kind: "invoice.pay", DedupKey: "inv-118", Payload: []byte(`{"cents":12900}`)})
+
+	// 7. Bob vends his own worker a credential and drains the queue.
+	_, worker, _ := sb.Vend(ctx, bob, switchboard.VendRequest{Agent: "bob-desk",
+		Scope: switchboard.Scope{{Queue: "invoices", Verbs: []switchboard.Verb{switchboard.VerbClaim, switchboard.VerbHeartbeat, switchboard.VerbComplete, switchboard.VerbFail}}}})
+	sb.Work(ctx, worker, "invoices", func(ctx context.Context, t switchboard.Todo) ([]byte, error) {
+		return []byte(`{"paid":true}`), nil
+	}, &switchboard.WorkOptions{UntilEmpty: true})
+
+	// 8. Either human revokes at once; the next call fails.
+	sb.Revoke(ctx, bob, grant.ID)
+	_, _, err := sb.CreateFor(ctx, credential, "invoices", switchboard.NewTodo{Kind: "invoice.pay"})
+	fmt.Println(todo.Kind, errors.Is(err, switchboard.ErrUnauthenticated))
+	// Output:
+	// [queue "invoices": create todos, read the todos it created]
+	// invoice.pay true
+}

@@ -97,3 +97,21 @@ func TestFirstContactFromJavaScript(t *testing.T) {
 
 	_ = sb
 }
+
+// The README's curl walk-through (walkthrough.sh) runs against the host in
+// -dev mode and ends with a todo created over MCP.
+func TestCurlWalkthrough(t *testing.T) {
+	for _, tool := range []string{"bash", "curl", "sha256sum", "base64"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s is not installed", tool)
+		}
+	}
+	_, srv := devEnv(t)
+	cmd := exec.Command("bash", "walkthrough.sh")
+	cmd.Env = append(os.Environ(), "H="+srv.URL)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	require.NoError(t, cmd.Run(), "stdout: %s\nstderr: %s", out.String(), errb.String())
+	assert.Contains(t, out.String(), `"why":"I forward invoices"`)
+	assert.Contains(t, out.String(), `\"created\":true`)
+}
