@@ -28,7 +28,11 @@
 //     ([agentcard.Sign]) and verified ([agentcard.Verify], [agentcard.Trust]).
 //  2. Request: [Switchboard.Request] with a [FriendRequest]. Its ID token must
 //     come from an allow-listed [Issuer], name A's owner as subject, be fresh,
-//     and carry [RequestNonce] of the request as its nonce.
+//     and carry [RequestNonce] of the request as its nonce. The nonce is a
+//     protocol an agent in any language computes: base64url (unpadded)
+//     SHA-256 of the RFC 8785 (JCS) form of {"v": 3, "from", "to", "why",
+//     "pickup", "scope": [{"queue", "verbs"}, …]}, the scope in the
+//     request's order; testdata/request-nonce.json holds vectors.
 //  3. Approval lands as a todo: [Switchboard.Approvals] lists them; each
 //     todo's [Approval] has the summary and a plain-text rendering.
 //  4. Approval is the vend: [Switchboard.Approve] with a narrowed [Scope] (or
