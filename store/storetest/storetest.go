@@ -578,7 +578,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store, opts ...Option) 
 					return err
 				}
 				if n == 0 || nums[n] {
-					return fmt.Errorf("Sequence returned %d twice or zero", n)
+					return fmt.Errorf("store: Sequence returned %d twice or zero", n)
 				}
 				nums[n] = true
 			}
