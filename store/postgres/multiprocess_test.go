@@ -307,6 +307,7 @@ func newDeployment(t *testing.T, quotas switchboard.Quotas, poll time.Duration) 
 	t.Cleanup(func() { _ = d.st.Close() })
 	d.sb, err = switchboard.New(d.st, &switchboard.Config{Issuers: []switchboard.Issuer{iss.Config()}, Quotas: quotas, PollInterval: poll})
 	require.NoError(t, err)
+	t.Cleanup(func() { _ = d.sb.Close() }) // before the store's (cleanups run last first)
 	for _, p := range [][2]string{{"alice", "alice-bot"}, {"bob", "bob-desk"}, {"carol", "carol-desk"}, {"dave", "dave-desk"}} {
 		_, err := d.sb.Publish(context.Background(), switchboard.Persona{ID: p[1], Owner: iss.Human(p[0]), Discoverable: true,
 			Card: switchboard.PersonaCard(p[1], "test persona", "1.0", "https://example.test/"+p[1])})

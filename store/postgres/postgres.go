@@ -130,7 +130,11 @@ type Store struct {
 	lockKey    int64
 	group      *group.Committer
 	closed     atomic.Bool
-	inflight   sync.WaitGroup
+	// calls counts the calls in flight; Close waits on done until it is
+	// zero (a WaitGroup may not be added to while Wait runs).
+	callsMu sync.Mutex
+	calls   int
+	idle    *sync.Cond
 	commits    atomic.Uint64
 	retries    atomic.Uint64
 	updates    atomic.Uint64
@@ -223,6 +227,7 @@ func Open(ctx context.Context, dsn string, opts *Options) (*Store, error) {
 			FROM unnest($2::bytea[]) WITH ORDINALITY AS w(v, o) ORDER BY o`,
 		sqlNumbers: `SELECT int8send(nextval('` + o.Table + `_numbers'))`,
 	}
+	s.idle = sync.NewCond(&s.callsMu)
 	s.sqlGetLocked = `SELECT v FROM ` + o.Table + ` WHERE tbl = $1 AND k = $2 FOR UPDATE`
 	s.sqlScanLocked = `SELECT k, v FROM ` + o.Table + ` WHERE tbl = $1 AND k >= $2 AND k < $3 ORDER BY k LIMIT $4 FOR UPDATE SKIP LOCKED`
 	s.sqlScanLockedFrom = `SELECT k, v FROM ` + o.Table + ` WHERE tbl = $1 AND k >= $2 ORDER BY k LIMIT $3 FOR UPDATE SKIP LOCKED`
@@ -286,7 +291,7 @@ func (s *Store) View(ctx context.Context, fn func(store.Tx) error) error {
 	if err := s.enter(ctx, "view"); err != nil {
 		return err
 	}
-	defer s.inflight.Done()
+	defer s.leave()
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("postgres: view: %w", err)
@@ -316,7 +321,7 @@ func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
 	if err := s.enter(ctx, "update"); err != nil {
 		return err
 	}
-	defer s.inflight.Done()
+	defer s.leave()
 	defer s.updates.Add(1)
 	if s.opts.CommitEachUpdate {
 		return s.txn(ctx, fn, serializable)
@@ -333,7 +338,7 @@ func (s *Store) UpdateLocked(ctx context.Context, fn func(store.Tx) error) error
 	if err := s.enter(ctx, "update"); err != nil {
 		return err
 	}
-	defer s.inflight.Done()
+	defer s.leave()
 	defer s.updates.Add(1)
 	if s.opts.CommitEachUpdate {
 		return s.txn(ctx, fn, s.lockedIso())
@@ -365,20 +370,35 @@ func (s *Store) enter(ctx context.Context, what string) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("postgres: %s: %w", what, err)
 	}
-	s.inflight.Add(1)
+	s.callsMu.Lock()
+	defer s.callsMu.Unlock()
 	if s.closed.Load() {
-		s.inflight.Done()
 		return fmt.Errorf("postgres: %s: %w", what, store.ErrClosed)
 	}
+	s.calls++
 	return nil
+}
+
+// leave ends a call enter admitted.
+func (s *Store) leave() {
+	s.callsMu.Lock()
+	defer s.callsMu.Unlock()
+	if s.calls--; s.calls == 0 {
+		s.idle.Broadcast()
+	}
 }
 
 // Close waits for the transactions in flight, then closes the connections.
 func (s *Store) Close() error {
+	s.callsMu.Lock()
 	if s.closed.Swap(true) {
+		s.callsMu.Unlock()
 		return nil
 	}
-	s.inflight.Wait()
+	for s.calls > 0 {
+		s.idle.Wait()
+	}
+	s.callsMu.Unlock()
 	s.listenStop()
 	<-s.listenDone
 	s.pool.Close()

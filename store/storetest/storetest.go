@@ -463,6 +463,30 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store, opts ...Option) 
 		}
 	})
 
+	// Close while calls are in flight: each call either runs or returns
+	// ErrClosed, and Close returns (run with -race).
+	t.Run("CloseDuringCalls", func(t *testing.T) {
+		s := newStore(t)
+		var wg sync.WaitGroup
+		for i := range 8 {
+			wg.Go(func() {
+				for j := 0; ; j++ {
+					err := s.Update(ctx, func(tx store.Tx) error { return tx.Put("t", fmt.Appendf(nil, "%d-%d", i, j), nil) })
+					if err != nil {
+						if !errors.Is(err, store.ErrClosed) {
+							t.Errorf("update during close: %v", err)
+						}
+						return
+					}
+				}
+			})
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		wg.Wait()
+	})
+
 	t.Run("DurableAcrossReopen", func(t *testing.T) {
 		if cfg.reopen == nil {
 			t.Skip("backend does not persist (no WithReopen option)")
