@@ -125,16 +125,16 @@ var ErrCommitUnknown = errors.New("postgres: the connection failed during COMMIT
 
 // Store is a PostgreSQL-backed store.
 type Store struct {
-	pool       *pgxpool.Pool
-	opts       Options
-	lockKey    int64
-	group      *group.Committer
-	closed     atomic.Bool
+	pool    *pgxpool.Pool
+	opts    Options
+	lockKey int64
+	group   *group.Committer
+	closed  atomic.Bool
 	// calls counts the calls in flight; Close waits on done until it is
 	// zero (a WaitGroup may not be added to while Wait runs).
-	callsMu sync.Mutex
-	calls   int
-	idle    *sync.Cond
+	callsMu    sync.Mutex
+	calls      int
+	idle       *sync.Cond
 	commits    atomic.Uint64
 	retries    atomic.Uint64
 	updates    atomic.Uint64
