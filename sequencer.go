@@ -111,7 +111,9 @@ func (s *Switchboard) sequence(ctx context.Context) (moved int, other time.Durat
 	}
 	var held time.Time
 	n := 0
-	err = s.update(ctx, func(t *txn) error {
+	// Alone: not grouped with other writes of this process, so the
+	// sequencing commit does not wait for a whole batch of them.
+	err = s.update(store.Alone(ctx), func(t *txn) error {
 		n, held = 0, time.Time{}
 		holder, until, err := t.sequencerLease()
 		if err != nil {

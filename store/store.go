@@ -204,3 +204,16 @@ type Appender interface {
 type Prefetcher interface {
 	Prefetch(table string, keys [][]byte) error
 }
+
+type aloneKey struct{}
+
+// Alone returns ctx marked so that an Update made with it runs in a
+// transaction of its own rather than grouped with other callers' (group
+// commit), on a store that honors the hint (the PostgreSQL store): for a
+// transaction whose latency matters more than sharing a commit — switchboard's
+// audit log sequencer, which would otherwise wait for a whole batch of
+// other functions' reads. Stores may ignore it.
+func Alone(ctx context.Context) context.Context { return context.WithValue(ctx, aloneKey{}, true) }
+
+// IsAlone reports whether ctx was marked by Alone.
+func IsAlone(ctx context.Context) bool { v, _ := ctx.Value(aloneKey{}).(bool); return v }

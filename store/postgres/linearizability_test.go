@@ -13,10 +13,12 @@ package postgres_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"sort"
 	"strings"
 	"sync"
@@ -272,15 +274,27 @@ func TestLinearizable(t *testing.T) {
 		go func() { cuts <- cutConnections(ctx, t, d.cfg.DSN) }()
 
 		// The parent revokes the grant partway through: once the
-		// clients created a few todos.
+		// clients created a few todos and claimed one (a lease in the
+		// todo index, or an ended entry besides the approval's).
 		want := 5 + rand.IntN(*linOps)
 		require.Eventually(t, func() bool {
-			n := 0
+			n, ended, leased := 0, 0, 0
 			require.NoError(t, d.st.View(context.Background(), func(tx store.Tx) error {
+				if err := tx.Scan("todo_index", []byte("e"), []byte("m"), func(k, _ []byte) bool {
+					switch k[0] {
+					case 'e':
+						ended++
+					case 'l':
+						leased++
+					}
+					return ended < 2 && leased < 1
+				}); err != nil {
+					return err
+				}
 				return tx.Scan("todos", nil, nil, func(_, _ []byte) bool { n++; return n < want })
 			}))
-			return n >= want
-		}, time.Minute, time.Millisecond, "the clients create nothing")
+			return n >= want && (ended >= 2 || leased >= 1)
+		}, time.Minute, time.Millisecond, "the clients create or claim nothing")
 		rev := linOp{Client: 0, In: linInput{Op: "revoke"}, Call: time.Now().UnixNano()}
 		if err := d.sb.Revoke(context.Background(), d.bob, grant.ID); err != nil {
 			rev.Out.Unknown = true
@@ -312,6 +326,10 @@ func TestLinearizable(t *testing.T) {
 		}
 		res, info := porcupine.CheckOperationsVerbose(queueModel.ToModel(), ops, 2*time.Minute)
 		if res != porcupine.Ok {
+			if dir := os.Getenv("LIN_DUMP"); dir != "" {
+				b, _ := json.MarshalIndent(history, "", " ")
+				_ = os.WriteFile(fmt.Sprintf("%s/history-%d.json", dir, round), b, 0o644)
+			}
 			path := fmt.Sprintf("%s/linearizability-%d.html", t.TempDir(), round)
 			_ = porcupine.VisualizePath(queueModel.ToModel(), info, path)
 			t.Fatalf("round %d: history of %d calls is %s (visualization: %s)", round, len(ops), res, path)

@@ -323,7 +323,7 @@ func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
 	}
 	defer s.leave()
 	defer s.updates.Add(1)
-	if s.opts.CommitEachUpdate {
+	if s.opts.CommitEachUpdate || store.IsAlone(ctx) {
 		return s.txn(ctx, fn, serializable)
 	}
 	return s.group.Update(ctx, fn)
@@ -506,10 +506,7 @@ func (s *Store) once(ctx context.Context, fn func(store.Tx) error, iso isolation
 	}
 	if b.Len() > 0 {
 		if err := conn.SendBatch(run, &b).Close(); err != nil {
-			var pe *pgconn.PgError
-			if rd.begin == "" && !errors.As(err, &pe) && !pgconn.SafeToRetry(err) {
-				// Not refused by the server, and maybe sent: COMMIT
-				// may have been executed.
+			if rd.begin == "" && commitMayHaveRun(err) {
 				return fmt.Errorf("postgres: update: %w: %w", ErrCommitUnknown, err)
 			}
 			return fmt.Errorf("postgres: update: commit: %w", err)
@@ -559,6 +556,25 @@ func (s *Store) checkPartitions(rd *reader, c *collector) ([]string, error) {
 		}
 	}
 	return missing, nil
+}
+
+// commitMayHaveRun reports whether err, from the pipeline that ends with
+// COMMIT, leaves the commit's outcome unknown. Only a statement error
+// (severity ERROR) proves the transaction aborted, so that COMMIT rolled
+// back. A lost connection, or a FATAL or PANIC from the server — an
+// administrator terminating the backend, a shutdown — may come after the
+// COMMIT ran: the outcome is unknown, and the transaction must not be run
+// again as if it had not committed.
+func commitMayHaveRun(err error) bool {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		sev := pe.SeverityUnlocalized
+		if sev == "" {
+			sev = pe.Severity
+		}
+		return sev != "ERROR"
+	}
+	return !pgconn.SafeToRetry(err)
 }
 
 // queueWrites adds c's writes and notifications to b.
