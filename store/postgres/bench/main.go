@@ -333,12 +333,16 @@ func lifecycle(procs int, subscribe bool) (float64, postgres.Stats, []time.Durat
 	var wg sync.WaitGroup
 	sctx, stop := context.WithCancel(ctx)
 	if subscribe {
-		evs, err := d.sb.Events(ctx, 0, 1000)
-		must(err)
-		sub := d.sb.Subscribe(sctx, evs[len(evs)-1].Seq, &switchboard.EventFilter{Queue: switchboard.QueueAddress("bob-desk", "inbox")})
+		// The setup's events may still be waiting for the sequencer:
+		// follow from the start of the log and count only what the run
+		// commits.
+		begun := time.Now()
+		sub := d.sb.Subscribe(sctx, 0, &switchboard.EventFilter{Queue: switchboard.QueueAddress("bob-desk", "inbox")})
 		wg.Go(func() {
 			for e := range sub.C {
-				lat = append(lat, time.Since(e.At))
+				if !e.At.Before(begun) {
+					lat = append(lat, time.Since(e.At))
+				}
 			}
 		})
 	}
