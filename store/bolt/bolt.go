@@ -91,11 +91,17 @@ type Options struct {
 	// writes not yet checkpointed are held in memory: about twice this,
 	// plus the trees holding them.
 	CheckpointBytes int
+
+	// fileNoSync skips the bbolt file's syncs but not the log's: for
+	// tests on the simulated filesystem, which take the bbolt file's
+	// crash image from a snapshot of its last commit.
+	fileNoSync bool
 }
 
 // Store is a bbolt-backed store.
 type Store struct {
 	db    *bbolt.DB
+	fs    vfs // the log's filesystem
 	path  string
 	each  bool
 	group *group.Committer
@@ -148,6 +154,11 @@ var (
 // Open opens (creating if needed) the bbolt file at path, applying to it
 // whatever its write-ahead log holds that is not in it yet.
 func Open(path string, opts *Options) (*Store, error) {
+	return open(path, opts, osFS{})
+}
+
+// open is Open with the log on fs.
+func open(path string, opts *Options, fs vfs) (*Store, error) {
 	var o Options
 	if opts != nil {
 		o = *opts
@@ -169,11 +180,11 @@ func Open(path string, opts *Options) (*Store, error) {
 	if o.CheckpointBytes <= 0 {
 		o.CheckpointBytes = 1 << 20
 	}
-	db, err := bbolt.Open(path, o.Mode, &bbolt.Options{Timeout: o.Timeout, NoSync: o.NoSync})
+	db, err := bbolt.Open(path, o.Mode, &bbolt.Options{Timeout: o.Timeout, NoSync: o.NoSync || o.fileNoSync})
 	if err != nil {
 		return nil, fmt.Errorf("bolt: open %s: %w", path, err)
 	}
-	st := &Store{db: db, path: path, each: o.CommitEachUpdate, opts: o, mem: newTree()}
+	st := &Store{db: db, fs: fs, path: path, each: o.CommitEachUpdate, opts: o, mem: newTree()}
 	st.pub = layers{mem: st.mem.Clone()}
 	if err := st.recover(); err != nil {
 		_ = db.Close()
@@ -200,7 +211,7 @@ func (s *Store) recover() error {
 	if err != nil {
 		return fmt.Errorf("bolt: open %s: %w", s.path, err)
 	}
-	recs, err := readLog(s.path, s.applied)
+	recs, err := readLog(s.fs, s.path, s.applied)
 	if err != nil {
 		return err
 	}
@@ -219,7 +230,7 @@ func (s *Store) recover() error {
 		}
 		s.applied = last
 	}
-	s.log, err = openWAL(s.path, s.applied+1, s.opts.LogSegmentSize, s.opts.Mode, s.opts.NoSync)
+	s.log, err = openWAL(s.fs, s.path, s.applied+1, s.opts.LogSegmentSize, s.opts.Mode, s.opts.NoSync)
 	return err
 }
 
@@ -329,7 +340,9 @@ func (s *Store) write(_ context.Context, fn func(store.Tx) error) error {
 	}
 	lsn, err := s.log.append(p.ops)
 	if err != nil {
-		s.broken = err
+		if errors.Is(err, errLog) {
+			s.broken = err
+		}
 		return err
 	}
 	s.mem = w
@@ -416,7 +429,9 @@ func (s *Store) rotate() error {
 		}
 	}
 	if err := s.log.rotate(); err != nil {
-		s.broken = err
+		if errors.Is(err, errLog) {
+			s.broken = err
+		}
 		return err
 	}
 	return nil

@@ -4,29 +4,80 @@ package bolt
 // transaction wrote) to the active segment file and syncs it: one write at
 // the end of a preallocated file, against the bbolt commit's pages scattered
 // over its B+trees and its two syncs. The records are applied to the bbolt
-// file later, many commits at once, by a checkpoint (see startCheckpoint in bolt.go).
+// file later, many commits at once, by a checkpoint (see startCheckpoint in
+// bolt.go), which stores the LSN of the last record it applied in the bbolt
+// file in the same bbolt transaction (table "_wal", key "applied").
 //
-// There are two segment files, path+".wal0" and path+".wal1", used in turn.
-// A segment starts with a header block naming the sequence number (LSN) of
-// its first record and a random salt chosen each time the segment is
-// (re)started; records follow, each starting on a walBlock boundary so
-// that a record torn by a crash never shares a sector with one that was
-// acknowledged:
+// # On-disk format
 //
-//	crc32c (4) | payload length (4) | LSN (8) | payload | zero padding
+// There are two segment files, path+".wal0" and path+".wal1", used in
+// turn. All integers are big-endian. A segment is a sequence of 512-byte
+// blocks (walBlock). Block 0 is the header:
 //
-// The CRC covers the segment's salt, then length, LSN and payload. Reading a
-// segment stops at the first record that is cut short, fails its CRC or
-// does not carry the next LSN: everything after it was never acknowledged,
-// or is left from the segment's earlier use (under another salt, and with
-// lower LSNs, since LSNs only grow). The salt also means that bytes stored
-// inside a record — a todo's payload, say, shaped like a record — are never
-// taken for one.
+//	offset  size  field
+//	     0     8  magic: "sbwal\x00\x00\x01" (the last byte is the format version)
+//	     8     8  start: the LSN of the segment's first record
+//	    16     8  salt: random, chosen anew each time the segment is (re)started
+//	    24     4  CRC-32C (Castagnoli) of bytes 0–23
+//	    28   484  zero
 //
-// A payload is a sequence of operations:
+// Records follow, each starting on a block boundary, so that a record torn
+// by a crash never shares a sector with one that was acknowledged:
 //
-//	1 | uvarint len(table) | table | uvarint len(key) | key | uvarint len(value) | value   (put)
-//	2 | uvarint len(table) | table | uvarint len(key) | key                               (delete)
+//	offset  size  field
+//	     0     4  CRC-32C, seeded with CRC-32C(salt), over bytes 4 … 16+n-1
+//	     4     4  n: the payload's length
+//	     8     8  LSN: the start's for the first record, then one more each
+//	    16     n  payload
+//	  16+n     …  zero, up to the next block boundary
+//
+// A payload is a sequence of operations (uvarint is encoding/binary's):
+//
+//	0x01 | uvarint len(table) | table | uvarint len(key) | key | uvarint len(value) | value   put
+//	0x02 | uvarint len(table) | table | uvarint len(key) | key                               delete
+//
+// After the last record the file holds zeros (a segment is preallocated
+// ahead of its records, so that a record's sync writes data and no file
+// size), or records of the segment's earlier use: under another salt, and
+// with lower LSNs, since LSNs only grow.
+//
+// # Reading it back
+//
+// Open reads both segments and replays, in LSN order, the records past the
+// one the bbolt file says was applied. Reading a segment stops at the first
+// record that is cut short, fails its CRC or does not carry the next LSN:
+// it was being written at the crash, and was never acknowledged. Damage is
+// an error, never a silent loss: a whole record with a later LSN after the
+// stopping point, a gap between what the bbolt file holds and the first
+// record read, or an unreadable header with anything but zeros after it
+// (records there may have been acknowledged) refuse the Open, naming the
+// file, and leave the files as they are. An unreadable header followed by
+// zeros is a segment whose creation a crash interrupted: its header is
+// synced before any record is written, so it held nothing. The salt means
+// that bytes stored inside a record — a todo's payload, say, shaped like a
+// record — are never taken for one.
+//
+// # Durability
+//
+// A record is acknowledged only after fdatasync of its segment returned.
+// A new segment's file is synced (header, and zeros ahead) and then its
+// directory, before any record goes into it; a reused one has its header
+// rewritten and synced, and is reused only once every record in it is in
+// the bbolt file. A failed write or sync leaves the commit's outcome
+// unknown, and the store refuses writes from then on until it is reopened
+// (errLog): a sync is never retried, because after a failed fsync the
+// kernel may have dropped the data while marking it clean (PostgreSQL's
+// "fsyncgate", 2018). A full disk while the log grows is the exception
+// (errNoSpace): nothing of the record was written, so the commit is
+// refused and the store carries on.
+//
+// # Concurrency
+//
+// The wal and its segments belong to the Store's writer: every method is
+// called with Store.wmu held (Update's write, rotate, snapshot, Close,
+// and recover before the Store is shared), so no field has a lock of its
+// own. Readers never touch the log; they read the Store's trees and the
+// bbolt file.
 
 import (
 	"crypto/rand"
@@ -37,32 +88,47 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
+	"syscall"
 )
 
+// The on-disk format: changing any of these changes the format (see the
+// file's comment), and needs a new magic version and a reader for the old.
 const (
-	walBlock      = 512
-	walRecHeader  = 16
+	walBlock     = 512 // the unit of the header and of record alignment
+	walRecHeader = 16  // CRC, length, LSN
+	opPut        = 1
+	opDelete     = 2
+)
+
+// walMagic starts every segment; its last byte is the format version.
+var walMagic = [8]byte{'s', 'b', 'w', 'a', 'l', 0, 0, 1}
+
+// Tuning: not part of the format.
+const (
 	walFirstChunk = 64 << 10 // zeros written when a segment is created
 	walMaxChunk   = 1 << 20  // most zeros written at once when one grows
-	opPut         = 1
-	opDelete      = 2
 )
 
 var (
-	zeros    = make([]byte, walFirstChunk) // what grow writes; never written to
-	walMagic = [8]byte{'s', 'b', 'w', 'a', 'l', 0, 0, 1}
-	castagn  = crc32.MakeTable(crc32.Castagnoli)
+	zeros   = make([]byte, walFirstChunk) // what grow writes; never written to
+	castagn = crc32.MakeTable(crc32.Castagnoli)
 	// errLog marks a failed log write or sync. The record may or may not
 	// have reached the disk, so the outcome of the commit is unknown: the
 	// store refuses further writes until it is reopened (which recovers
 	// whatever did reach the disk).
 	errLog = errors.New("bolt: write-ahead log failed")
+	// errNoSpace marks a log that could not be grown because the disk is
+	// full. Nothing was written where a record goes, so the commit is
+	// known not to have happened: it is refused, and writes go on once
+	// there is space again.
+	errNoSpace = errors.New("bolt: write-ahead log: no space to grow it")
 )
 
 // segment is one log file.
 type segment struct {
-	f     *os.File
+	f     vfile
 	path  string
 	start uint64 // LSN of its first record
 	salt  uint32 // the CRC of the header's salt: where every record's CRC starts
@@ -73,6 +139,7 @@ type segment struct {
 
 // wal is the log: two segments, one active.
 type wal struct {
+	fs     vfs
 	seg    [2]*segment
 	paths  [2]string
 	act    int
@@ -88,10 +155,10 @@ func walPaths(path string) [2]string { return [2]string{path + ".wal0", path + "
 // createSegment creates (or truncates) the segment file at path with a
 // header for start, makes it durable — the file's contents and its entry
 // in the directory — and returns it ready for records.
-func createSegment(path string, start uint64, mode os.FileMode, noSync bool) (*segment, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, mode)
+func createSegment(fs vfs, path string, start uint64, mode os.FileMode, noSync bool) (*segment, error) {
+	f, err := fs.Create(path, mode)
 	if err != nil {
-		return nil, fmt.Errorf("%w: create %s: %w", errLog, path, err)
+		return nil, fmt.Errorf("%w: create %s: %w", logFailure(err), path, err)
 	}
 	s := &segment{f: f, path: path}
 	if err := s.grow(walFirstChunk); err != nil {
@@ -103,7 +170,7 @@ func createSegment(path string, start uint64, mode os.FileMode, noSync bool) (*s
 		return nil, err
 	}
 	if !noSync {
-		if err := syncDir(filepath.Dir(path)); err != nil {
+		if err := syncDir(fs, filepath.Dir(path)); err != nil {
 			_ = f.Close()
 			return nil, err
 		}
@@ -126,7 +193,7 @@ func (s *segment) reset(start uint64, noSync bool) error {
 		return fmt.Errorf("%w: %s: %w", errLog, s.path, err)
 	}
 	if !noSync {
-		if err := fdatasync(s.f); err != nil {
+		if err := s.f.Sync(); err != nil {
 			return fmt.Errorf("%w: sync %s: %w", errLog, s.path, err)
 		}
 	}
@@ -147,7 +214,7 @@ func (s *segment) grow(want int64) error {
 	for end := s.size + n; s.size < end; {
 		z := zeros[:min(int64(len(zeros)), end-s.size)]
 		if _, err := s.f.WriteAt(z, s.size); err != nil {
-			return fmt.Errorf("%w: grow %s: %w", errLog, s.path, err)
+			return fmt.Errorf("%w: grow %s: %w", logFailure(err), s.path, err)
 		}
 		s.size += int64(len(z))
 	}
@@ -156,12 +223,12 @@ func (s *segment) grow(want int64) error {
 
 // openWAL starts a fresh log whose first record will be next: segment 0
 // created anew, segment 1 removed (it is created when first needed).
-func openWAL(path string, next uint64, max int64, mode os.FileMode, noSync bool) (*wal, error) {
-	w := &wal{paths: walPaths(path), next: next, max: max, mode: mode, noSync: noSync}
-	if err := os.Remove(w.paths[1]); err != nil && !errors.Is(err, os.ErrNotExist) {
+func openWAL(fs vfs, path string, next uint64, max int64, mode os.FileMode, noSync bool) (*wal, error) {
+	w := &wal{fs: fs, paths: walPaths(path), next: next, max: max, mode: mode, noSync: noSync}
+	if err := fs.Remove(w.paths[1]); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("%w: %w", errLog, err)
 	}
-	s, err := createSegment(w.paths[0], next, mode, noSync)
+	s, err := createSegment(fs, w.paths[0], next, mode, noSync)
 	if err != nil {
 		return nil, err
 	}
@@ -184,7 +251,7 @@ func (w *wal) other() *segment { return w.seg[1-w.act] }
 func (w *wal) rotate() error {
 	o := 1 - w.act
 	if w.seg[o] == nil {
-		s, err := createSegment(w.paths[o], w.next, w.mode, w.noSync)
+		s, err := createSegment(w.fs, w.paths[o], w.next, w.mode, w.noSync)
 		if err != nil {
 			return err
 		}
@@ -223,7 +290,7 @@ func (w *wal) append(payload []byte) (uint64, error) {
 		return 0, fmt.Errorf("%w: %s: %w", errLog, s.path, err)
 	}
 	if !w.noSync {
-		if err := fdatasync(s.f); err != nil {
+		if err := s.f.Sync(); err != nil {
 			return 0, fmt.Errorf("%w: sync %s: %w", errLog, s.path, err)
 		}
 	}
@@ -251,7 +318,7 @@ func (w *wal) close() error {
 func (w *wal) remove() error {
 	first := w.close()
 	for _, p := range w.paths {
-		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) && first == nil {
+		if err := w.fs.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) && first == nil {
 			first = err
 		}
 	}
@@ -265,11 +332,15 @@ type walRecord struct {
 }
 
 // readSegment reads the records of the segment file at path, stopping at
-// the first that is torn, damaged or out of sequence. A missing file, or
-// one whose header is unreadable (a crash while it was being created), has
-// no records.
-func readSegment(path string) ([]walRecord, error) {
-	b, err := os.ReadFile(path)
+// the first that is torn, damaged or out of sequence. A missing file has no
+// records. So has one whose header is unreadable while nothing follows the
+// header but zeros: a crash while the segment was being created (its header
+// is synced before any record is written). An unreadable header with
+// anything else after it is damage — the records there may have been
+// acknowledged, and without the header they cannot be read — and is an
+// error naming the file, which is left as it is.
+func readSegment(fs vfs, path string) ([]walRecord, error) {
+	b, err := fs.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
@@ -278,6 +349,10 @@ func readSegment(path string) ([]walRecord, error) {
 	}
 	if len(b) < walBlock || [8]byte(b[:8]) != walMagic ||
 		binary.BigEndian.Uint32(b[24:]) != crc32.Checksum(b[:24], castagn) {
+		if i := slices.IndexFunc(b[min(len(b), walBlock):], func(c byte) bool { return c != 0 }); i >= 0 {
+			return nil, fmt.Errorf("bolt: write-ahead log %s is damaged: its header is unreadable and data follows it (from byte %d), which may be acknowledged commits; "+
+				"the file is left as it is (move it away only to give those commits up)", path, walBlock+i)
+		}
 		return nil, nil
 	}
 	next := binary.BigEndian.Uint64(b[8:])
@@ -322,10 +397,10 @@ func recordAt(b []byte, off int64, salt uint32) (lsn uint64, payload []byte, ok 
 // gap — a record after applied missing while a later one is there — means
 // acknowledged commits are lost, and is an error rather than a store
 // quietly missing them.
-func readLog(path string, applied uint64) ([]walRecord, error) {
+func readLog(fs vfs, path string, applied uint64) ([]walRecord, error) {
 	var all []walRecord
 	for _, p := range walPaths(path) {
-		recs, err := readSegment(p)
+		recs, err := readSegment(fs, p)
 		if err != nil {
 			return nil, err
 		}
@@ -409,14 +484,19 @@ func appendOp(b []byte, del bool, table string, key, value []byte) []byte {
 	return b
 }
 
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("%w: %w", errLog, err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("%w: sync %s: %w", errLog, dir, err)
+func syncDir(fs vfs, dir string) error {
+	if err := fs.SyncDir(dir); err != nil {
+		return fmt.Errorf("%w: sync directory %s: %w", errLog, dir, err)
 	}
 	return nil
+}
+
+// logFailure is the mark for a failed write of zeros or a failed create:
+// errNoSpace when the disk is full (the commit is known not to have
+// happened, and the store carries on), errLog otherwise.
+func logFailure(err error) error {
+	if errors.Is(err, syscall.ENOSPC) {
+		return errNoSpace
+	}
+	return errLog
 }

@@ -27,7 +27,7 @@ func FuzzReadLog(f *testing.F) {
 		}
 		defer os.RemoveAll(dir)
 		path := filepath.Join(dir, "sb.db")
-		w, err := openWAL(path, 1, 1<<30, 0o600, true)
+		w, err := openWAL(osFS{}, path, 1, 1<<30, 0o600, true)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -72,7 +72,7 @@ func FuzzReadLog(f *testing.F) {
 			t.Fatal(err)
 		}
 
-		recs, err := readLog(path, 0)
+		recs, err := readLog(osFS{}, path, 0)
 		if err != nil {
 			if !strings.Contains(err.Error(), "damaged") {
 				t.Fatalf("unexpected error: %v", err)
