@@ -197,9 +197,12 @@ func open(path string, opts *Options, fs vfs) (*Store, error) {
 	return st, nil
 }
 
-// recover applies the log's records past the last checkpoint to the bbolt
-// file and starts a fresh log.
+// recover checks the bbolt file, applies the log's records past the last
+// checkpoint to it and starts a fresh log.
 func (s *Store) recover() error {
+	if err := s.check(); err != nil {
+		return err
+	}
 	err := s.db.View(func(btx *bbolt.Tx) error {
 		if b := btx.Bucket([]byte(walTable)); b != nil {
 			if v := b.Get(appliedKey); len(v) == 8 {

@@ -12,6 +12,7 @@ package bolt
 import (
 	"bytes"
 	"fmt"
+	"runtime/debug"
 
 	"github.com/google/btree"
 	bbolt "go.etcd.io/bbolt"
@@ -75,11 +76,22 @@ func (t *tx) Get(table string, key []byte) ([]byte, error) {
 		}
 		return bytes.Clone(it.val), nil
 	}
+	return t.baseGet(table, key)
+}
+
+// baseGet reads key from the bbolt file; a damaged page is ErrDamaged.
+func (t *tx) baseGet(table string, key []byte) (v []byte, err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			err = faulted(r, t.btx.DB().Path(), t.btx.DB().Info().Data, true)
+		}
+	}()
 	b := t.btx.Bucket([]byte(table))
 	if b == nil {
 		return nil, store.ErrNotFound
 	}
-	v := b.Get(key)
+	v = b.Get(key)
 	if v == nil {
 		return nil, store.ErrNotFound
 	}
@@ -143,7 +155,17 @@ func (t *tx) Delete(table string, key []byte) error {
 // Scan merges the keys in [start, end) of mem, frozen and the bbolt
 // bucket, in key order, the first of them to hold a key giving its value
 // (or hiding it, for a deletion).
-func (t *tx) Scan(table string, start, end []byte, fn func(k, v []byte) bool) error {
+//
+// A read of a damaged page of the bbolt file that faults is ErrDamaged.
+func (t *tx) Scan(table string, start, end []byte, fn func(k, v []byte) bool) (err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			if err = faulted(r, t.btx.DB().Path(), t.btx.DB().Info().Data, false); err == nil {
+				panic(r) // fn's own
+			}
+		}
+	}()
 	top := newTreeSource(t.mem, table, start, end)
 	var mid *treeSource
 	if t.frozen != nil {
