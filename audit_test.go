@@ -404,6 +404,19 @@ func TestUpgradeFromV3(t *testing.T) {
 	require.Equal(t, fx.Last, rep.Last)
 	require.Equal(t, fx.Last-off, rep.TreeSize)
 
+	// Layout 5: the grants written before are indexed by their humans.
+	for _, c := range []sb.Credential{fx.Friend, fx.Worker} {
+		g, err := s.Authenticate(ctx, c)
+		require.NoError(t, err)
+		cs, err := s.Connections(ctx, g.Grantor)
+		require.NoError(t, err)
+		found := false
+		for _, c := range cs {
+			found = found || c.Grant.ID == g.ID && c.Direction == sb.Granted
+		}
+		require.True(t, found, "grant %s missing from its grantor's connections after the upgrade", g.ID)
+	}
+
 	again, created, err := s.CreateFor(ctx, fx.Friend, "inbox", sb.NewTodo{Kind: "k", DedupKey: "d1"})
 	require.NoError(t, err)
 	require.False(t, created)

@@ -377,7 +377,7 @@ func (s *Switchboard) Approve(ctx context.Context, approver Human, edgeID string
 			}
 		}
 		g, _, err = t.mint(Grant{Holder: e.From, Target: e.To, Grantor: approver, Scope: granted, EdgeID: e.ID,
-			CollectBy: t.now.Add(s.cfg.PickupWindow)}, false)
+			CollectBy: t.now.Add(s.cfg.PickupWindow)}, e.Requester, false)
 		if err != nil {
 			return err
 		}

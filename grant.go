@@ -98,8 +98,9 @@ func newCredential() (Credential, []byte) {
 }
 
 // mint creates an active grant inside t and, if withCredential, its
-// credential (a friend grant gets its credential at Collect).
-func (t *txn) mint(g Grant, withCredential bool) (Grant, Credential, error) {
+// credential (a friend grant gets its credential at Collect). holder is
+// the human behind g's holder (see Connections).
+func (t *txn) mint(g Grant, holder Human, withCredential bool) (Grant, Credential, error) {
 	var cred Credential
 	var hash []byte
 	if withCredential {
@@ -109,6 +110,9 @@ func (t *txn) mint(g Grant, withCredential bool) (Grant, Credential, error) {
 	g.State = GrantActive
 	g.CreatedAt = t.now
 	if err := t.put(tGrants, g.ID, grantRec{Grant: g, CredHash: hash}); err != nil {
+		return Grant{}, "", err
+	}
+	if err := t.indexGrant(g, holder); err != nil {
 		return Grant{}, "", err
 	}
 	if withCredential {
@@ -262,7 +266,7 @@ func (s *Switchboard) Vend(ctx context.Context, human Human, r VendRequest) (Gra
 		g, cred, err = t.mint(Grant{
 			Holder: r.Agent, Target: r.Target, Grantor: human, Scope: sc,
 			ExpiresAt: r.ExpiresAt.UTC(), DefaultLease: r.DefaultLease,
-		}, true)
+		}, human, true)
 		return err
 	})
 	if err != nil {
@@ -351,6 +355,9 @@ func (t *txn) revokeGrant(g *grantRec, e *edgeRec, actor, why string, cancelQueu
 		}
 	}
 	if err := t.put(tGrants, g.ID, g); err != nil {
+		return err
+	}
+	if err := t.unindexGrant(g.Grant, grantHolderHuman(g.Grant, e)); err != nil {
 		return err
 	}
 	if err := t.emit(Event{Type: EventGrantRevoked, Actor: actor, Persona: g.Holder, Edge: g.EdgeID, Grant: g.ID, Detail: why}); err != nil {

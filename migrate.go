@@ -20,8 +20,10 @@ import (
 // todo_index, delayed todos in their own index, ended todos indexed for
 // purging. 3: the todos a friend grant claimed but did not create indexed
 // under it (idxClaimed), so List through it reads its own todos only. 4:
-// the audit log a Merkle tree (auditlog.go) instead of a hash chain.
-const schemaVersion = 4
+// the audit log a Merkle tree (auditlog.go) instead of a hash chain. 5:
+// active grants indexed by the humans they concern (grant_human, see
+// Connections).
+const schemaVersion = 5
 
 const schemaKey = "schema"
 
@@ -79,6 +81,11 @@ func migrate(ctx context.Context, st store.Store, now func() time.Time) error {
 		}
 		if err := upgradeLog(t); err != nil {
 			return err
+		}
+		if from < 5 {
+			if err := backfillGrantIndex(t); err != nil {
+				return err
+			}
 		}
 		return tx.Put(tMeta, []byte(schemaKey), binary.BigEndian.AppendUint64(nil, schemaVersion))
 	})
