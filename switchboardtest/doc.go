@@ -25,7 +25,11 @@
 //	_, cred := k.Friend("alice-bot", "bob-desk", scope) // request, approve, collect
 //	worker := k.Worker("bob-desk", "inbox")             // bob's own agent drains inbox
 //
-// The issuer's keys can be rotated, and it counts JWKS fetches so tests can
-// see refetch limits. [SignWith] signs arbitrary payloads, for tests of
+// The issuer also signs humans in through a browser: its discovery document
+// names an authorization endpoint (a form asking whom to sign in as —
+// anyone, as anyone: never for production) and a token endpoint, for the
+// OAuth 2.0 authorization code flow with PKCE, whose ID token carries the
+// authorization request's nonce. The issuer's keys can be rotated, and it
+// counts JWKS fetches so tests can see refetch limits. [SignWith] signs arbitrary payloads, for tests of
 // forged tokens.
 package switchboardtest

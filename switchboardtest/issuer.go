@@ -29,6 +29,7 @@ type Issuer struct {
 	keys     []key // published in the JWKS; the last one signs
 	fetches  int   // JWKS fetches
 	requests int   // every request
+	codes    map[string]grant
 }
 
 type key struct {
@@ -46,6 +47,9 @@ func NewIssuer(clientID string) (*Issuer, error) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /.well-known/openid-configuration", is.discovery)
 	mux.HandleFunc("GET /keys", is.jwks)
+	mux.HandleFunc("GET /auth", is.authorize)
+	mux.HandleFunc("POST /auth", is.authorize)
+	mux.HandleFunc("POST /token", is.token)
 	is.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		is.mu.Lock()
 		is.requests++
@@ -63,6 +67,9 @@ func (is *Issuer) discovery(w http.ResponseWriter, _ *http.Request) {
 		"token_endpoint":                        is.URL() + "/token",
 		"jwks_uri":                              is.URL() + "/keys",
 		"response_types_supported":              []string{"code"},
+		"grant_types_supported":                 []string{"authorization_code"},
+		"code_challenge_methods_supported":      []string{"S256"},
+		"token_endpoint_auth_methods_supported": []string{"none", "client_secret_basic", "client_secret_post"},
 		"subject_types_supported":               []string{"public"},
 		"id_token_signing_alg_values_supported": []string{"RS256"},
 	})
