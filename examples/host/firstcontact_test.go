@@ -32,7 +32,9 @@ func devEnv(t *testing.T) (*switchboard.Switchboard, *httptest.Server) {
 	sb, err := switchboard.New(st, &switchboard.Config{Issuers: []switchboard.Issuer{is.Config()}})
 	require.NoError(t, err)
 	t.Cleanup(func() { sb.Close() })
-	srv := httptest.NewServer(newHost(hostConfig{SB: sb, Store: st, Dev: is}))
+	h, err := newHost(hostConfig{SB: sb, Store: st, Dev: is})
+	require.NoError(t, err)
+	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	for _, p := range [][2]string{{"alice", "alice-bot"}, {"bob", "bob-desk"}} {
 		_, err := sb.Publish(context.Background(), switchboard.Persona{ID: p[1], Owner: is.Human(p[0]), Discoverable: true,

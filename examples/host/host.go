@@ -37,8 +37,15 @@ type hostConfig struct {
 	// itself, where a remote directory that allow-lists this origin looks.
 	Primary string
 	Logger  *slog.Logger
-	// SessionTTL is how long a human stays signed in. Default 12 hours.
+	// SessionTTL is how long a human stays signed in at most. Default 12
+	// hours.
 	SessionTTL time.Duration
+	// IdleTimeout ends a session that has not been used for this long.
+	// Default 30 minutes.
+	IdleTimeout time.Duration
+	// SignIn, if set, is the browser sign-in (the OIDC authorization code
+	// flow) the approvals pages use.
+	SignIn *SignIn
 	// Dev, if set, is a local OIDC issuer (the test kit's) the host trusts
 	// and offers sign-in and tokens from, with no identity provider: for
 	// trying the host on a fresh clone. Never in production.
@@ -54,22 +61,49 @@ type host struct {
 	sessions map[string]session // sha256(session token) → the signed-in human
 }
 
+// login is a sign-in in progress: the nonce its ID token must carry, and
+// for a browser sign-in the state and PKCE verifier.
 type login struct {
-	nonce   string
-	expires time.Time
+	nonce, state, verifier string
+	expires                time.Time
 }
 
+// session is a signed-in human.
 type session struct {
-	human   switchboard.Human
-	expires time.Time
+	human    switchboard.Human
+	name     string
+	email    string
+	csrf     string // the token every form of this session carries
+	expires  time.Time
+	lastSeen time.Time
 }
 
-func newHost(cfg hostConfig) http.Handler {
+// Human is the signed-in human (for templates).
+func (s *session) Human() switchboard.Human { return s.human }
+
+// Name is how the human's issuer names them, or their subject.
+func (s *session) Name() string {
+	if s.name != "" {
+		return s.name
+	}
+	return s.human.Subject
+}
+
+func newHost(cfg hostConfig) (http.Handler, error) {
+	_, handler, err := buildHost(cfg)
+	return handler, err
+}
+
+// buildHost is newHost, also returning the host (for tests).
+func buildHost(cfg hostConfig) (*host, http.Handler, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.SessionTTL == 0 {
 		cfg.SessionTTL = 12 * time.Hour
+	}
+	if cfg.IdleTimeout == 0 {
+		cfg.IdleTimeout = 30 * time.Minute
 	}
 	h := &host{cfg: cfg, local: switchboard.NewLocalDirectory(cfg.Store), logins: map[string]login{}, sessions: map[string]session{}}
 	mux := http.NewServeMux()
@@ -103,6 +137,12 @@ func newHost(cfg hostConfig) http.Handler {
 		mux.HandleFunc("POST /dev/login", h.devLogin)
 		mux.HandleFunc("POST /dev/id-token", h.devToken)
 	}
+	// Humans in a browser: sign-in, inbox, decisions, connections, history.
+	u, err := newUI(h, cfg.SignIn)
+	if err != nil {
+		return nil, nil, err
+	}
+	u.routes(mux)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		h.failCode(w, http.StatusNotFound, "not_found", "not found: no route "+r.Method+" "+r.URL.Path)
 	})
@@ -113,7 +153,7 @@ func newHost(cfg hostConfig) http.Handler {
 	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h.failCode(w, http.StatusForbidden, "cross_origin", "forbidden: cross-origin request refused")
 	}))
-	return cop.Handler(mux)
+	return h, cop.Handler(mux), nil
 }
 
 // ---- answers
@@ -363,7 +403,7 @@ func hashKey(s string) string {
 
 func setCookie(w http.ResponseWriter, r *http.Request, name, value string, ttl time.Duration) {
 	http.SetCookie(w, &http.Cookie{Name: name, Value: value, Path: "/", MaxAge: int(ttl.Seconds()),
-		HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
+		HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteLaxMode})
 }
 
 // loginStart begins a sign-in: a fresh nonce the host's OIDC login must
@@ -403,7 +443,7 @@ func (h *host) login(w http.ResponseWriter, r *http.Request) {
 	l, ok := h.logins[hashKey(c.Value)]
 	delete(h.logins, hashKey(c.Value)) // one try per nonce
 	h.mu.Unlock()
-	if !ok || time.Now().After(l.expires) {
+	if !ok || time.Now().After(l.expires) || l.state != "" {
 		h.failCode(w, http.StatusUnauthorized, "unauthenticated", "unauthenticated: the sign-in expired; start again")
 		return
 	}
@@ -415,32 +455,66 @@ func (h *host) login(w http.ResponseWriter, r *http.Request) {
 	h.startSession(w, r, prov)
 }
 
-// startSession gives a verified human a session cookie.
+// startSession gives a verified human a session cookie and answers JSON.
 func (h *host) startSession(w http.ResponseWriter, r *http.Request, prov switchboard.Provenance) {
-	tok := randomToken()
-	h.mu.Lock()
-	h.sessions[hashKey(tok)] = session{human: prov.Human(), expires: time.Now().Add(h.cfg.SessionTTL)}
-	h.mu.Unlock()
+	h.newSession(w, r, prov)
 	setCookie(w, r, "sb_login", "", -time.Second)
-	setCookie(w, r, "sb_session", tok, h.cfg.SessionTTL)
 	writeJSON(w, http.StatusOK, map[string]any{"human": prov.Human(), "name": prov.Name})
 }
 
-// human wraps a route for a signed-in human.
+// newSession signs a verified human in: a session cookie (HttpOnly,
+// SameSite=Lax, Secure over TLS) whose hash keys the session here.
+func (h *host) newSession(w http.ResponseWriter, r *http.Request, prov switchboard.Provenance) {
+	tok, now := randomToken(), time.Now()
+	h.mu.Lock()
+	for k, s := range h.sessions {
+		if now.After(s.expires) || now.Sub(s.lastSeen) > h.cfg.IdleTimeout {
+			delete(h.sessions, k)
+		}
+	}
+	h.sessions[hashKey(tok)] = session{human: prov.Human(), name: prov.Name, email: prov.Email, csrf: randomToken(),
+		expires: now.Add(h.cfg.SessionTTL), lastSeen: now}
+	h.mu.Unlock()
+	setCookie(w, r, "sb_session", tok, h.cfg.SessionTTL)
+}
+
+// session returns the request's live session, marking it used; one past
+// its lifetime or idle too long is ended.
+func (h *host) session(w http.ResponseWriter, r *http.Request) (session, bool) {
+	c, err := r.Cookie("sb_session")
+	if err != nil {
+		return session{}, false
+	}
+	k, now := hashKey(c.Value), time.Now()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	s, ok := h.sessions[k]
+	if ok && (now.After(s.expires) || now.Sub(s.lastSeen) > h.cfg.IdleTimeout) {
+		delete(h.sessions, k)
+		setCookie(w, r, "sb_session", "", -time.Second)
+		return session{}, false
+	}
+	if ok {
+		s.lastSeen = now
+		h.sessions[k] = s
+	}
+	return s, ok
+}
+
+// endSession signs the request's session out.
+func (h *host) endSession(w http.ResponseWriter, r *http.Request) {
+	if c, err := r.Cookie("sb_session"); err == nil {
+		h.mu.Lock()
+		delete(h.sessions, hashKey(c.Value))
+		h.mu.Unlock()
+	}
+	setCookie(w, r, "sb_session", "", -time.Second)
+}
+
+// human wraps a JSON route for a signed-in human.
 func (h *host) human(fn func(http.ResponseWriter, *http.Request, switchboard.Human)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		c, err := r.Cookie("sb_session")
-		var s session
-		ok := false
-		if err == nil {
-			h.mu.Lock()
-			s, ok = h.sessions[hashKey(c.Value)]
-			if ok && time.Now().After(s.expires) {
-				delete(h.sessions, hashKey(c.Value))
-				ok = false
-			}
-			h.mu.Unlock()
-		}
+		s, ok := h.session(w, r)
 		if !ok {
 			h.failCode(w, http.StatusUnauthorized, "unauthenticated", "unauthenticated: sign in (POST /login/start, then POST /login)")
 			return
@@ -498,12 +572,7 @@ func (h *host) logout(w http.ResponseWriter, r *http.Request, _ switchboard.Huma
 	if !h.jsonRequest(w, r) {
 		return
 	}
-	if c, err := r.Cookie("sb_session"); err == nil {
-		h.mu.Lock()
-		delete(h.sessions, hashKey(c.Value))
-		h.mu.Unlock()
-	}
-	setCookie(w, r, "sb_session", "", -time.Second)
+	h.endSession(w, r)
 	w.WriteHeader(http.StatusNoContent)
 }
 

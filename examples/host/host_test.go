@@ -27,10 +27,11 @@ import (
 // env is one running host: its switchboard on its own bolt file, and the
 // identity provider its humans sign in with.
 type env struct {
-	t   *testing.T
-	sb  *switchboard.Switchboard
-	srv *httptest.Server
-	is  *switchboardtest.Issuer
+	t    *testing.T
+	sb   *switchboard.Switchboard
+	srv  *httptest.Server
+	is   *switchboardtest.Issuer
+	host *host
 }
 
 func newEnv(t *testing.T, primary string, trust ...switchboard.Issuer) *env {
@@ -45,10 +46,16 @@ func newEnv(t *testing.T, primary string, trust ...switchboard.Issuer) *env {
 	e.srv = httptest.NewUnstartedServer(nil)
 	e.srv.Start()
 	t.Cleanup(e.srv.Close)
-	sb, err := switchboard.New(st, &switchboard.Config{Issuers: append([]switchboard.Issuer{is.Config()}, trust...)})
+	skey, _, err := switchboard.NewLogKey("host.test/log")
 	require.NoError(t, err)
+	sb, err := switchboard.New(st, &switchboard.Config{Issuers: append([]switchboard.Issuer{is.Config()}, trust...), LogKey: skey})
+	require.NoError(t, err)
+	t.Cleanup(func() { sb.Close() })
 	e.sb = sb
-	e.srv.Config.Handler = newHost(hostConfig{SB: sb, Store: st, Primary: primary})
+	h, handler, err := buildHost(hostConfig{SB: sb, Store: st, Primary: primary,
+		SignIn: &SignIn{Issuer: is.URL(), ClientID: is.ClientID, RedirectURL: e.srv.URL + "/signin/callback"}})
+	require.NoError(t, err)
+	e.srv.Config.Handler, e.host = handler, h
 	return e
 }
 

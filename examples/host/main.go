@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -28,6 +29,9 @@ func main() {
 	db := flag.String("db", "switchboard.db", "bbolt file")
 	issuer := flag.String("issuer", "", "the OIDC issuer that signs your humans in (and whose friend requests you accept)")
 	clientID := flag.String("client-id", "", "this deployment's client id at the issuer")
+	clientSecret := flag.String("client-secret", "", "this deployment's client secret at the issuer, for the browser sign-in (empty: a public client, PKCE only)")
+	baseURL := flag.String("base-url", "", "the URL humans reach this host at (default http://<addr>); the issuer redirects to <base-url>/signin/callback")
+	logKeyFile := flag.String("log-key", "", "a file holding the audit log's signing key (created if missing), for signed checkpoints and proofs on the history page; -dev makes a throwaway one")
 	primary := flag.String("primary", "", "the persona served at /.well-known/agent-card.json")
 	dev := flag.Bool("dev", false, "run with an embedded local OIDC issuer and the /dev/login and /dev/id-token routes (for trying the host; never in production)")
 	flag.Parse()
@@ -57,20 +61,35 @@ func main() {
 		os.Exit(1)
 	}
 	defer st.Close()
+	logKey, err := loadLogKey(*logKeyFile, *dev)
+	if err != nil {
+		log.Error("log key", "err", err)
+		os.Exit(1)
+	}
 	sb, err := switchboard.New(st, &switchboard.Config{
 		Issuers: []switchboard.Issuer{{URL: *issuer, ClientID: *clientID}},
 		Logger:  log,
+		LogKey:  logKey,
 	})
 	if err != nil {
 		log.Error("switchboard", "err", err)
 		os.Exit(1)
 	}
 	defer sb.Close()
+	if *baseURL == "" {
+		*baseURL = "http://" + *addr
+	}
+	handler, err := newHost(hostConfig{SB: sb, Store: st, Primary: *primary, Logger: log, Dev: devIssuer,
+		SignIn: &SignIn{Issuer: *issuer, ClientID: *clientID, ClientSecret: *clientSecret, RedirectURL: strings.TrimSuffix(*baseURL, "/") + "/signin/callback"}})
+	if err != nil {
+		log.Error("host", "err", err)
+		os.Exit(1)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	go func() { _ = sb.Run(ctx) }() // the reaper
 	srv := &http.Server{Addr: *addr, ReadHeaderTimeout: 10 * time.Second,
-		Handler: newHost(hostConfig{SB: sb, Store: st, Primary: *primary, Logger: log, Dev: devIssuer})}
+		Handler: handler}
 	go func() {
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -82,4 +101,27 @@ func main() {
 		log.Error("serve", "err", err)
 		os.Exit(1)
 	}
+}
+
+// loadLogKey reads the audit log's signing key from path, creating it
+// (0600) if missing; with no path, -dev gets a throwaway key and a
+// production host signs no checkpoints.
+func loadLogKey(path string, dev bool) (string, error) {
+	if path == "" {
+		if !dev {
+			return "", nil
+		}
+		skey, _, err := switchboard.NewLogKey("switchboard-dev/log")
+		return skey, err
+	}
+	if b, err := os.ReadFile(path); err == nil {
+		return strings.TrimSpace(string(b)), nil
+	} else if !os.IsNotExist(err) {
+		return "", err
+	}
+	skey, _, err := switchboard.NewLogKey("switchboard/log")
+	if err != nil {
+		return "", err
+	}
+	return skey, os.WriteFile(path, []byte(skey+"\n"), 0o600)
 }

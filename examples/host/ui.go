@@ -1,0 +1,631 @@
+// The human's side in a browser: sign-in through the host's OIDC issuer,
+// the approvals inbox, the decision with narrowing, connections with
+// revocation, and the audit history with signed checkpoints and proofs.
+// Server-rendered with html/template; no JavaScript.
+
+package main
+
+import (
+	"context"
+	"crypto/subtle"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html/template"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/coreos/go-oidc/v3/oidc"
+	"golang.org/x/oauth2"
+
+	"github.com/switchboardhq/switchboard"
+	"github.com/switchboardhq/switchboard/agentcard"
+)
+
+//go:embed ui/*.html ui/ui.css
+var uiFiles embed.FS
+
+// SignIn configures the browser sign-in: the authorization code flow with
+// PKCE at the host's OIDC issuer.
+type SignIn struct {
+	Issuer       string // the issuer URL (one of the Switchboard's issuers)
+	ClientID     string
+	ClientSecret string // empty for a public client (PKCE only)
+	RedirectURL  string // this host's /signin/callback, as the issuer knows it
+}
+
+// ui is the browser side of the host.
+type ui struct {
+	h     *host
+	pages map[string]*template.Template
+	oauth *oauth2.Config // nil: browser sign-in not configured
+}
+
+// uiFuncs are the template helpers. Requester-controlled text goes through
+// clip: html/template escapes it, clip bounds it.
+var uiFuncs = template.FuncMap{
+	"clip": clip,
+	"ago":  ago,
+	"when": func(t time.Time) string {
+		if t.IsZero() {
+			return "never"
+		}
+		return t.UTC().Format("2006-01-02 15:04 UTC")
+	},
+	"verb":  func(v switchboard.Verb) string { return v.Describe() },
+	"join":  strings.Join,
+	"human": humanLabel,
+	// origin is where a card says its agent is: the host of its first
+	// interface's URL.
+	"origin": func(c agentcard.Card) string {
+		if len(c.SupportedInterfaces) == 0 {
+			return ""
+		}
+		if u, err := url.Parse(c.SupportedInterfaces[0].URL); err == nil && u.Host != "" {
+			return u.Host
+		}
+		return ""
+	},
+}
+
+// clip shortens s to n characters, marking the cut: no requester can fill
+// the screen (a 10 KB name shows as its first n characters and "…").
+func clip(n int, s string) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:n]) + "…"
+}
+
+func ago(t time.Time) string {
+	d := time.Since(t)
+	switch {
+	case d < time.Minute:
+		return "just now"
+	case d < time.Hour:
+		return fmt.Sprintf("%d min ago", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%d h ago", int(d.Hours()))
+	}
+	return fmt.Sprintf("%d days ago", int(d.Hours()/24))
+}
+
+func humanLabel(h switchboard.Human) string { return h.Subject + " at " + h.Issuer }
+
+func newUI(h *host, si *SignIn) (*ui, error) {
+	u := &ui{h: h, pages: map[string]*template.Template{}}
+	for _, p := range []string{"signin", "inbox", "decide", "review", "done", "connections", "connection", "history", "error"} {
+		t, err := template.New("layout.html").Funcs(uiFuncs).ParseFS(uiFiles, "ui/layout.html", "ui/"+p+".html")
+		if err != nil {
+			return nil, err
+		}
+		u.pages[p] = t
+	}
+	if si != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		p, err := oidc.NewProvider(ctx, si.Issuer)
+		if err != nil {
+			return nil, fmt.Errorf("sign-in issuer %s: %w", si.Issuer, err)
+		}
+		u.oauth = &oauth2.Config{ClientID: si.ClientID, ClientSecret: si.ClientSecret, Endpoint: p.Endpoint(),
+			RedirectURL: si.RedirectURL, Scopes: []string{oidc.ScopeOpenID, "profile", "email"}}
+	}
+	return u, nil
+}
+
+func (u *ui) routes(mux *http.ServeMux) {
+	mux.HandleFunc("GET /ui.css", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/css; charset=utf-8")
+		w.Header().Set("Cache-Control", "public, max-age=300")
+		b, _ := uiFiles.ReadFile("ui/ui.css")
+		_, _ = w.Write(b)
+	})
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+		if _, ok := u.h.session(w, r); ok {
+			http.Redirect(w, r, "/inbox", http.StatusSeeOther)
+			return
+		}
+		http.Redirect(w, r, "/signin", http.StatusSeeOther)
+	})
+	mux.HandleFunc("GET /signin", u.signInPage)
+	mux.HandleFunc("GET /signin/start", u.signInStart)
+	mux.HandleFunc("GET /signin/callback", u.signInCallback)
+	mux.HandleFunc("POST /signout", u.page(u.signOut))
+	mux.HandleFunc("GET /inbox", u.page(u.inbox))
+	mux.HandleFunc("GET /inbox/{edge}", u.page(u.decide))
+	mux.HandleFunc("POST /inbox/{edge}/review", u.page(u.review))
+	mux.HandleFunc("POST /inbox/{edge}/approve", u.page(u.approve))
+	mux.HandleFunc("POST /inbox/{edge}/deny", u.page(u.deny))
+	mux.HandleFunc("GET /connections", u.page(u.connections))
+	mux.HandleFunc("GET /connections/{grant}", u.page(u.connection))
+	mux.HandleFunc("POST /connections/{grant}/revoke", u.page(u.revoke))
+	mux.HandleFunc("GET /history", u.page(u.history))
+	mux.HandleFunc("GET /history/checkpoint", u.page(u.checkpoint))
+	mux.HandleFunc("GET /history/proof/{seq}", u.page(u.proof))
+}
+
+// view is what every page gets.
+type view struct {
+	Title string
+	Me    *session
+	CSRF  string
+	Data  any
+}
+
+// render writes a page with the headers every page carries: no framing,
+// no scripts, nothing from elsewhere, no caching of personal pages.
+func (u *ui) render(w http.ResponseWriter, status int, page string, v view) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self' "+u.formTargets()+"; frame-ancestors 'none'; base-uri 'none'")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("Referrer-Policy", "same-origin")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	if v.Me != nil {
+		v.CSRF = v.Me.csrf
+	}
+	if err := u.pages[page].Execute(w, v); err != nil {
+		u.h.cfg.Logger.Error("render", "page", page, "err", err)
+	}
+}
+
+// formTargets is where forms may go besides this origin: the issuer's
+// sign-in, reached by a redirect from /signin/start.
+func (u *ui) formTargets() string {
+	if u.oauth == nil {
+		return ""
+	}
+	if p, err := url.Parse(u.oauth.Endpoint.AuthURL); err == nil {
+		return p.Scheme + "://" + p.Host
+	}
+	return ""
+}
+
+func (u *ui) fail(w http.ResponseWriter, me *session, err error) {
+	st := switchboard.StatusOf(err)
+	u.render(w, st.HTTP, "error", view{Title: "Something went wrong", Me: me, Data: map[string]any{"Status": st.HTTP, "Code": st.Code, "Message": err.Error()}})
+}
+
+// page wraps a route for a signed-in human: without a session the browser
+// goes to sign in; a POST must carry the session's CSRF token (on top of
+// the cross-origin check every state-changing request passes first).
+func (u *ui) page(fn func(http.ResponseWriter, *http.Request, *session)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		s, ok := u.h.session(w, r)
+		if !ok {
+			if r.Method == http.MethodGet {
+				http.Redirect(w, r, "/signin", http.StatusSeeOther)
+				return
+			}
+			u.render(w, http.StatusUnauthorized, "error", view{Title: "Signed out", Data: map[string]any{"Status": 401, "Code": "unauthenticated", "Message": "Your session ended. Sign in again."}})
+			return
+		}
+		if r.Method == http.MethodPost {
+			r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
+			if err := r.ParseForm(); err != nil || subtle.ConstantTimeCompare([]byte(r.PostForm.Get("csrf")), []byte(s.csrf)) != 1 {
+				u.render(w, http.StatusForbidden, "error", view{Title: "Refused", Me: &s, Data: map[string]any{"Status": 403, "Code": "csrf", "Message": "The form was not this session's. Go back, reload and try again."}})
+				return
+			}
+		}
+		fn(w, r, &s)
+	}
+}
+
+// ---- sign-in
+
+func (u *ui) signInPage(w http.ResponseWriter, r *http.Request) {
+	issuer := ""
+	if u.oauth != nil {
+		issuer = u.oauth.Endpoint.AuthURL
+	}
+	u.render(w, http.StatusOK, "signin", view{Title: "Sign in", Data: map[string]any{"Configured": u.oauth != nil, "Issuer": issuer}})
+}
+
+// signInStart sends the browser to the issuer with a fresh state, nonce and
+// PKCE verifier, remembered under the hash of a cookie only this browser
+// has (SameSite=Lax: it comes back with the issuer's redirect).
+func (u *ui) signInStart(w http.ResponseWriter, r *http.Request) {
+	if u.oauth == nil {
+		http.Redirect(w, r, "/signin", http.StatusSeeOther)
+		return
+	}
+	id, state, nonce, verifier := randomToken(), randomToken(), randomToken(), oauth2.GenerateVerifier()
+	u.h.mu.Lock()
+	now := time.Now()
+	for k, l := range u.h.logins {
+		if now.After(l.expires) {
+			delete(u.h.logins, k)
+		}
+	}
+	u.h.logins[hashKey(id)] = login{nonce: nonce, state: state, verifier: verifier, expires: now.Add(10 * time.Minute)}
+	u.h.mu.Unlock()
+	setCookie(w, r, "sb_signin", id, 10*time.Minute)
+	http.Redirect(w, r, u.oauth.AuthCodeURL(state, oidc.Nonce(nonce), oauth2.S256ChallengeOption(verifier)), http.StatusFound)
+}
+
+// signInCallback finishes the sign-in: the state must be this browser's,
+// the code is exchanged with the PKCE verifier, and switchboard verifies
+// the ID token (issuer, audience, freshness, this sign-in's nonce).
+func (u *ui) signInCallback(w http.ResponseWriter, r *http.Request) {
+	bad := func(msg string) {
+		u.render(w, http.StatusUnauthorized, "error", view{Title: "Sign-in failed", Data: map[string]any{"Status": 401, "Code": "unauthenticated", "Message": msg}})
+	}
+	c, err := r.Cookie("sb_signin")
+	if err != nil || u.oauth == nil {
+		bad("This sign-in was not started in this browser. Start again.")
+		return
+	}
+	u.h.mu.Lock()
+	l, ok := u.h.logins[hashKey(c.Value)]
+	delete(u.h.logins, hashKey(c.Value))
+	u.h.mu.Unlock()
+	setCookie(w, r, "sb_signin", "", -time.Second)
+	q := r.URL.Query()
+	if !ok || time.Now().After(l.expires) || l.state == "" || subtle.ConstantTimeCompare([]byte(q.Get("state")), []byte(l.state)) != 1 {
+		bad("The sign-in expired or was not this browser's. Start again.")
+		return
+	}
+	if e := q.Get("error"); e != "" {
+		bad("The identity provider refused: " + clip(200, e))
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
+	defer cancel()
+	tok, err := u.oauth.Exchange(ctx, q.Get("code"), oauth2.VerifierOption(l.verifier))
+	if err != nil {
+		bad("The identity provider did not accept the sign-in.")
+		return
+	}
+	idToken, _ := tok.Extra("id_token").(string)
+	prov, err := u.h.cfg.SB.VerifyHuman(ctx, idToken, l.nonce)
+	if err != nil {
+		bad("The identity token did not verify: " + err.Error())
+		return
+	}
+	u.h.newSession(w, r, prov)
+	http.Redirect(w, r, "/inbox", http.StatusSeeOther)
+}
+
+func (u *ui) signOut(w http.ResponseWriter, r *http.Request, _ *session) {
+	u.h.endSession(w, r)
+	http.Redirect(w, r, "/signin", http.StatusSeeOther)
+}
+
+// ---- inbox and decisions
+
+func (u *ui) inbox(w http.ResponseWriter, r *http.Request, me *session) {
+	todos, err := u.h.cfg.SB.Approvals(r.Context(), me.human)
+	if err != nil {
+		u.fail(w, me, err)
+		return
+	}
+	var items []switchboard.Approval
+	created := map[string]time.Time{}
+	for _, t := range todos {
+		if t.Approval != nil {
+			items = append(items, *t.Approval)
+			created[t.Approval.EdgeID] = t.CreatedAt
+		}
+	}
+	slices.SortStableFunc(items, func(a, b switchboard.Approval) int { return created[b.EdgeID].Compare(created[a.EdgeID]) })
+	type row struct {
+		switchboard.Approval
+		Asked time.Time
+	}
+	rows := make([]row, len(items))
+	for i, a := range items {
+		rows[i] = row{a, created[a.EdgeID]}
+	}
+	u.render(w, http.StatusOK, "inbox", view{Title: "Approvals", Me: me, Data: rows})
+}
+
+// pending finds the human's pending approval for an edge: another human's
+// edge, or one decided already, is not found.
+func (u *ui) pending(r *http.Request, me *session) (switchboard.Approval, error) {
+	todos, err := u.h.cfg.SB.Approvals(r.Context(), me.human)
+	if err != nil {
+		return switchboard.Approval{}, err
+	}
+	for _, t := range todos {
+		if t.Approval != nil && t.Approval.EdgeID == r.PathValue("edge") {
+			return *t.Approval, nil
+		}
+	}
+	return switchboard.Approval{}, fmt.Errorf("%w: approval", switchboard.ErrNotFound)
+}
+
+// choice is one queue × verb checkbox of the decision page.
+type choice struct {
+	Key     string // "i.j": scope entry i, verb j of the request
+	Queue   string
+	Verb    switchboard.Verb
+	Checked bool
+}
+
+// choices lists the request's queue × verb pairs, checked as in form (all,
+// when form is nil).
+func choices(a switchboard.Approval, form url.Values) [][]choice {
+	var out [][]choice
+	picked := map[string]bool{}
+	for _, k := range form["grant"] {
+		picked[k] = true
+	}
+	for i, e := range a.Scope {
+		var row []choice
+		for j, v := range e.Verbs {
+			k := fmt.Sprintf("%d.%d", i, j)
+			row = append(row, choice{Key: k, Queue: e.Queue, Verb: v, Checked: form == nil || picked[k]})
+		}
+		out = append(out, row)
+	}
+	return out
+}
+
+// narrowed is the scope the form's checkboxes select from the request.
+func narrowed(a switchboard.Approval, form url.Values) switchboard.Scope {
+	var sc switchboard.Scope
+	for _, row := range choices(a, form) {
+		var verbs []switchboard.Verb
+		for _, c := range row {
+			if c.Checked {
+				verbs = append(verbs, c.Verb)
+			}
+		}
+		if len(verbs) > 0 {
+			sc = append(sc, switchboard.ScopeEntry{Queue: row[0].Queue, Verbs: verbs})
+		}
+	}
+	return sc
+}
+
+func (u *ui) decide(w http.ResponseWriter, r *http.Request, me *session) {
+	a, err := u.pending(r, me)
+	if err != nil {
+		u.fail(w, me, err)
+		return
+	}
+	u.render(w, http.StatusOK, "decide", view{Title: "Decide", Me: me, Data: map[string]any{"A": a, "Choices": choices(a, nil)}})
+}
+
+// review shows the scope that approving would grant, before it is granted.
+func (u *ui) review(w http.ResponseWriter, r *http.Request, me *session) {
+	a, err := u.pending(r, me)
+	if err != nil {
+		u.fail(w, me, err)
+		return
+	}
+	sc := narrowed(a, r.PostForm)
+	u.render(w, http.StatusOK, "review", view{Title: "Review", Me: me, Data: map[string]any{"A": a, "Scope": sc, "Words": sc.Describe(), "Picked": r.PostForm["grant"], "Choices": choices(a, r.PostForm)}})
+}
+
+func (u *ui) approve(w http.ResponseWriter, r *http.Request, me *session) {
+	a, err := u.pending(r, me)
+	if err != nil {
+		u.fail(w, me, err)
+		return
+	}
+	sc := narrowed(a, r.PostForm)
+	if len(sc) == 0 {
+		u.fail(w, me, fmt.Errorf("%w: nothing is checked: deny the request instead", switchboard.ErrInvalidArgument))
+		return
+	}
+	g, err := u.h.cfg.SB.Approve(r.Context(), me.human, a.EdgeID, sc)
+	if err != nil {
+		u.fail(w, me, err)
+		return
+	}
+	u.render(w, http.StatusOK, "done", view{Title: "Approved", Me: me, Data: map[string]any{
+		"Heading": "Approved",
+		"Lines":   append([]string{fmt.Sprintf("%s may now, through grant %s:", clip(80, a.From.Card.Name), g.ID)}, g.Scope.Describe()...),
+		"Next":    "Its agent collects the credential with the pickup secret it holds; until then nothing can use the grant. You can revoke it at any time under Connections.",
+	}})
+}
+
+func (u *ui) deny(w http.ResponseWriter, r *http.Request, me *session) {
+	a, err := u.pending(r, me)
+	if err != nil {
+		u.fail(w, me, err)
+		return
+	}
+	if err := u.h.cfg.SB.Deny(r.Context(), me.human, a.EdgeID); err != nil {
+		u.fail(w, me, err)
+		return
+	}
+	lines := []string{fmt.Sprintf("The request from %s was denied. It granted nothing.", clip(80, a.From.Card.Name))}
+	if r.PostForm.Get("block") == "1" {
+		if err := u.h.cfg.SB.Block(r.Context(), me.human, switchboard.Human{Issuer: a.Human.Issuer, Subject: a.Human.Subject}); err != nil {
+			u.fail(w, me, err)
+			return
+		}
+		lines = append(lines, fmt.Sprintf("%s can no longer send you friend requests from any agent.", humanLabel(switchboard.Human{Issuer: a.Human.Issuer, Subject: a.Human.Subject})))
+	}
+	u.render(w, http.StatusOK, "done", view{Title: "Denied", Me: me, Data: map[string]any{"Heading": "Denied", "Lines": lines}})
+}
+
+// ---- connections
+
+func (u *ui) connections(w http.ResponseWriter, r *http.Request, me *session) {
+	cs, err := u.h.cfg.SB.Connections(r.Context(), me.human)
+	if err != nil {
+		u.fail(w, me, err)
+		return
+	}
+	u.render(w, http.StatusOK, "connections", view{Title: "Connections", Me: me, Data: cs})
+}
+
+// connectionOf finds one of the human's connections by grant id.
+func (u *ui) connectionOf(r *http.Request, me *session) (switchboard.Connection, error) {
+	cs, err := u.h.cfg.SB.Connections(r.Context(), me.human)
+	if err != nil {
+		return switchboard.Connection{}, err
+	}
+	for _, c := range cs {
+		if c.Grant.ID == r.PathValue("grant") {
+			return c, nil
+		}
+	}
+	return switchboard.Connection{}, fmt.Errorf("%w: connection", switchboard.ErrNotFound)
+}
+
+func (u *ui) connection(w http.ResponseWriter, r *http.Request, me *session) {
+	c, err := u.connectionOf(r, me)
+	if err != nil {
+		u.fail(w, me, err)
+		return
+	}
+	var open []switchboard.Todo
+	for _, st := range []switchboard.TodoState{switchboard.TodoLeased, switchboard.TodoQueued} {
+		ts, err := u.h.cfg.SB.GrantTodos(r.Context(), me.human, c.Grant.ID, &switchboard.ListOptions{State: st, Limit: 50})
+		if err != nil {
+			u.fail(w, me, err)
+			return
+		}
+		open = append(open, ts...)
+	}
+	u.render(w, http.StatusOK, "connection", view{Title: "Connection", Me: me, Data: map[string]any{"C": c, "Open": open}})
+}
+
+func (u *ui) revoke(w http.ResponseWriter, r *http.Request, me *session) {
+	c, err := u.connectionOf(r, me)
+	if err != nil {
+		u.fail(w, me, err)
+		return
+	}
+	if r.PostForm.Get("confirm") != "yes" {
+		u.fail(w, me, fmt.Errorf("%w: tick the box to confirm the revocation", switchboard.ErrInvalidArgument))
+		return
+	}
+	if err := u.h.cfg.SB.Revoke(r.Context(), me.human, c.Grant.ID); err != nil {
+		u.fail(w, me, err)
+		return
+	}
+	u.render(w, http.StatusOK, "done", view{Title: "Revoked", Me: me, Data: map[string]any{
+		"Heading": "Revoked",
+		"Lines": []string{fmt.Sprintf("Grant %s is revoked: its credential fails from the next call on.", c.Grant.ID),
+			"Todos it created that nobody had claimed are cancelled; claimed ones finish or fail normally."},
+	}})
+}
+
+// ---- history
+
+// historyScan bounds how many of the newest events the history page reads.
+const historyScan = 2000
+
+// concerns reports whether an event concerns the human: they acted, or it
+// is about one of their personas, edges or grants.
+type concerns struct {
+	actor                   string
+	personas, edges, grants map[string]bool
+}
+
+func (c concerns) match(e switchboard.Event) bool {
+	return e.Actor == c.actor || c.personas[e.Persona] || c.edges[e.Edge] || c.grants[e.Grant]
+}
+
+func (u *ui) history(w http.ResponseWriter, r *http.Request, me *session) {
+	ctx := r.Context()
+	sb := u.h.cfg.SB
+	c := concerns{actor: "human:" + me.human.Issuer + "#" + me.human.Subject, personas: map[string]bool{}, edges: map[string]bool{}, grants: map[string]bool{}}
+	if cs, err := sb.Connections(ctx, me.human); err == nil {
+		for _, x := range cs {
+			c.grants[x.Grant.ID] = true
+			c.edges[x.Grant.EdgeID] = true
+			if x.Direction == switchboard.Granted {
+				c.personas[x.Grant.Target] = true
+			} else {
+				c.personas[x.Grant.Holder] = true
+			}
+		}
+	}
+	if todos, err := sb.Approvals(ctx, me.human); err == nil {
+		for _, t := range todos {
+			if t.Approval != nil {
+				c.edges[t.Approval.EdgeID] = true
+				c.personas[t.Approval.To] = true
+			}
+		}
+	}
+	delete(c.edges, "")
+	cp, cpErr := sb.Checkpoint(ctx)
+	var after uint64
+	if cpErr == nil {
+		off, _ := sb.LogOffset(ctx)
+		if last := off + cp.Size; last > historyScan {
+			after = last - historyScan
+		}
+	}
+	var mine []switchboard.Event
+	for {
+		evs, err := sb.Events(ctx, after, 500)
+		if err != nil {
+			u.fail(w, me, err)
+			return
+		}
+		for _, e := range evs {
+			if c.match(e) {
+				mine = append(mine, e)
+				// What the human did names more of theirs.
+				c.edges[e.Edge], c.grants[e.Grant] = true, true
+				delete(c.edges, "")
+				delete(c.grants, "")
+			}
+		}
+		if len(evs) < 500 {
+			break
+		}
+		after = evs[len(evs)-1].Seq
+	}
+	slices.Reverse(mine)
+	u.render(w, http.StatusOK, "history", view{Title: "History", Me: me, Data: map[string]any{"Events": mine, "Signed": cpErr == nil, "Checkpoint": cp}})
+}
+
+// checkpoint downloads the log's latest signed checkpoint (a C2SP signed
+// note): kept, it lets the human check later, without trusting this host,
+// that the log only grew.
+func (u *ui) checkpoint(w http.ResponseWriter, r *http.Request, me *session) {
+	cp, err := u.h.cfg.SB.Checkpoint(r.Context())
+	if err != nil {
+		u.fail(w, me, err)
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Content-Disposition", fmt.Sprintf(`attachment; filename="checkpoint-%d.txt"`, cp.Size))
+	_, _ = w.Write(cp.Note)
+}
+
+// proof downloads an inclusion proof of one event the human may see,
+// against the latest checkpoint, with that checkpoint and the log's
+// verifier key: everything switchboard.VerifyInclusion needs.
+func (u *ui) proof(w http.ResponseWriter, r *http.Request, me *session) {
+	seq, err := strconv.ParseUint(r.PathValue("seq"), 10, 64)
+	if err != nil {
+		u.fail(w, me, fmt.Errorf("%w: event number", switchboard.ErrInvalidArgument))
+		return
+	}
+	evs, err := u.h.cfg.SB.Events(r.Context(), seq-1, 1)
+	if err != nil || len(evs) != 1 || evs[0].Seq != seq || evs[0].Actor != "human:"+me.human.Issuer+"#"+me.human.Subject {
+		u.fail(w, me, errors.Join(fmt.Errorf("%w: event (proofs are offered for your own actions)", switchboard.ErrNotFound), err))
+		return
+	}
+	p, err := u.h.cfg.SB.ProveEvent(r.Context(), seq, 0)
+	if err != nil {
+		u.fail(w, me, err)
+		return
+	}
+	cp, err := u.h.cfg.SB.Checkpoint(r.Context())
+	if err != nil {
+		u.fail(w, me, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Disposition", fmt.Sprintf(`attachment; filename="event-%d-proof.json"`, seq))
+	_ = json.NewEncoder(w).Encode(map[string]any{"event": evs[0], "proof": p, "checkpoint": string(cp.Note), "verifier_key": u.h.cfg.SB.LogVerifierKey()})
+}
