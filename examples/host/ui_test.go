@@ -250,6 +250,16 @@ func TestApprovalPagesAgainstHostileInput(t *testing.T) {
 		require.Equal(t, http.StatusCreated, code, out)
 		edgeID = out["edge"].(map[string]any)["id"].(string)
 	}
+	// Bidi overrides (which could make "evil.example" read as
+	// "elpmaxe.live") never reach a page: the card and the request refuse
+	// them.
+	code, _, _ = alice.do("PUT", "/me/personas/alice-bot", map[string]any{"card": switchboard.PersonaCard("bank\u202etxt.exe", "x", "1", alice.base+"/agents/alice-bot"), "discoverable": true})
+	require.Equal(t, http.StatusBadRequest, code, "a card name with U+202E")
+	bidi := switchboard.FriendRequest{From: "alice-bot", To: "bob-desk", Scope: twoQueues, Why: "pay \u2067this\u2069 now", Pickup: pickup}
+	bidi.IDToken = e.is.RequestToken("alice", bidi, time.Now())
+	code, _, _ = e.client().do("POST", "/agents/bob-desk/friend-requests", bidi)
+	require.Equal(t, http.StatusBadRequest, code, "a reason with bidi isolates")
+
 	for _, path := range []string{"/inbox", "/inbox/" + edgeID} {
 		require.Equal(t, 200, bob.get(path))
 		require.NotContains(t, bob.page, "<script>alert", path)
