@@ -35,7 +35,8 @@ type Connection struct {
 	Grant     Grant     `json:"grant"`          // the grant
 	Edge      *Edge     `json:"edge,omitempty"` // the friend edge it came from; nil for a Vend
 	// LastUsed is when the newest todo still kept that the grant created
-	// was created; zero if it has created none (or all were purged).
+	// (or a webhook delivery made for it) was created; zero if none is
+	// kept.
 	LastUsed time.Time `json:"last_used,omitzero"`
 }
 
@@ -198,7 +199,7 @@ func (s *Switchboard) GrantTodos(ctx context.Context, human Human, grantID strin
 			if err != nil {
 				return false, err
 			}
-			if o.State == "" || r.State == o.State {
+			if r.QueueKey != webhookQueue && (o.State == "" || r.State == o.State) {
 				out = append(out, r.Todo)
 			}
 			return len(out) < o.Limit, nil

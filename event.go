@@ -21,28 +21,30 @@ type EventType string
 
 // The audit log's event types.
 const (
-	EventPersonaPublished EventType = "persona.published"
-	EventEdgeRequested    EventType = "edge.requested"
-	EventEdgeApproved     EventType = "edge.approved"
-	EventEdgeDenied       EventType = "edge.denied"
-	EventEdgeWithdrawn    EventType = "edge.withdrawn"
-	EventEdgeExpired      EventType = "edge.expired"
-	EventEdgeReplaced     EventType = "edge.replaced"
-	EventEdgeRevoked      EventType = "edge.revoked"
-	EventHumanBlocked     EventType = "human.blocked"   // Actor blocked the human in Detail
-	EventHumanUnblocked   EventType = "human.unblocked" // Actor unblocked the human in Detail
-	EventGrantMinted      EventType = "grant.minted"
-	EventGrantCollected   EventType = "grant.collected" // the requesting agent collected its credential
-	EventGrantRevoked     EventType = "grant.revoked"
-	EventTodoCreated      EventType = "todo.created"
-	EventTodoClaimed      EventType = "todo.claimed"
-	EventTodoCompleted    EventType = "todo.completed"
-	EventTodoCancelled    EventType = "todo.cancelled"
-	EventTodoFailed       EventType = "todo.failed"
-	EventTodoReleased     EventType = "todo.released"
-	EventTodoRedriven     EventType = "todo.redriven"
-	EventTodoLeaseExpired EventType = "todo.lease_expired"
-	EventTodoDead         EventType = "todo.dead"
+	EventPersonaPublished  EventType = "persona.published"
+	EventEdgeRequested     EventType = "edge.requested"
+	EventEdgeApproved      EventType = "edge.approved"
+	EventEdgeDenied        EventType = "edge.denied"
+	EventEdgeWithdrawn     EventType = "edge.withdrawn"
+	EventEdgeExpired       EventType = "edge.expired"
+	EventEdgeReplaced      EventType = "edge.replaced"
+	EventEdgeRevoked       EventType = "edge.revoked"
+	EventHumanBlocked      EventType = "human.blocked"   // Actor blocked the human in Detail
+	EventHumanUnblocked    EventType = "human.unblocked" // Actor unblocked the human in Detail
+	EventGrantMinted       EventType = "grant.minted"
+	EventGrantCollected    EventType = "grant.collected" // the requesting agent collected its credential
+	EventGrantRevoked      EventType = "grant.revoked"
+	EventWebhookRegistered EventType = "webhook.registered" // Detail: the webhook's id
+	EventWebhookDeleted    EventType = "webhook.deleted"    // by its grant, or at the grant's revocation; Detail: the webhook's id
+	EventTodoCreated       EventType = "todo.created"
+	EventTodoClaimed       EventType = "todo.claimed"
+	EventTodoCompleted     EventType = "todo.completed"
+	EventTodoCancelled     EventType = "todo.cancelled"
+	EventTodoFailed        EventType = "todo.failed"
+	EventTodoReleased      EventType = "todo.released"
+	EventTodoRedriven      EventType = "todo.redriven"
+	EventTodoLeaseExpired  EventType = "todo.lease_expired"
+	EventTodoDead          EventType = "todo.dead"
 )
 
 // Event is one append-only audit record, committed in the same

@@ -1,10 +1,15 @@
 package switchboard_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
 	"time"
 
 	"github.com/switchboardhq/switchboard"
@@ -389,4 +394,43 @@ func Example_tour() {
 	// Output:
 	// [queue "invoices": create todos, read the todos it created]
 	// invoice.pay true
+}
+
+// A Go receiver of switchboard's webhooks checks each delivery's Standard
+// Webhooks headers against the raw body before trusting it, and
+// deduplicates on the id it returns.
+func ExampleVerifyWebhook() {
+	secret := "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw" // what RegisterWebhook returned
+	seen := map[string]bool{}
+	receive := func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+		id, err := switchboard.VerifyWebhook(secret, r.Header, body, time.Now(), 0)
+		if err != nil {
+			http.Error(w, "bad signature", http.StatusUnauthorized)
+			return
+		}
+		if !seen[id] { // at least once: handle each id once
+			seen[id] = true
+			fmt.Printf("%s: %s\n", id, body)
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}
+
+	// A delivery as switchboard sends it, twice.
+	body := []byte(`{"type":"todo.completed","timestamp":"2026-12-05T08:00:00Z","data":{"todo":{"id":"todo_1"}}}`)
+	sent := time.Now()
+	sig, _ := switchboard.SignWebhook(secret, "msg_1", sent, body)
+	for range 2 {
+		req := httptest.NewRequest(http.MethodPost, "/hooks", bytes.NewReader(body))
+		req.Header.Set("webhook-id", "msg_1")
+		req.Header.Set("webhook-timestamp", strconv.FormatInt(sent.Unix(), 10))
+		req.Header.Set("webhook-signature", sig)
+		rec := httptest.NewRecorder()
+		receive(rec, req)
+		fmt.Println(rec.Code)
+	}
+	// Output:
+	// msg_1: {"type":"todo.completed","timestamp":"2026-12-05T08:00:00Z","data":{"todo":{"id":"todo_1"}}}
+	// 204
+	// 204
 }

@@ -360,6 +360,9 @@ func (t *txn) revokeGrant(g *grantRec, e *edgeRec, actor, why string, cancelQueu
 	if err := t.unindexGrant(g.Grant, grantHolderHuman(g.Grant, e)); err != nil {
 		return err
 	}
+	if err := t.dropWebhooksOf(g.ID, actor); err != nil {
+		return err
+	}
 	if err := t.emit(Event{Type: EventGrantRevoked, Actor: actor, Persona: g.Holder, Edge: g.EdgeID, Grant: g.ID, Detail: why}); err != nil {
 		return err
 	}

@@ -467,7 +467,10 @@ func (s *Switchboard) Fail(ctx context.Context, c Credential, l Lease, reason st
 		if err := t.requeue(r, t.now.Add(backoff(r.Attempts)), AttemptFailed, reason); err != nil {
 			return err
 		}
-		return t.emit(Event{Type: EventTodoFailed, Actor: agentActor(g.Holder), Grant: g.ID, Todo: r.ID, Queue: r.address(), Detail: reason})
+		if err := t.emit(Event{Type: EventTodoFailed, Actor: agentActor(g.Holder), Grant: g.ID, Todo: r.ID, Queue: r.address(), Detail: reason}); err != nil {
+			return err
+		}
+		return t.notifyWebhooks(r, WebhookTodoFailed)
 	})
 	if err != nil {
 		return fmt.Errorf("switchboard: fail: %w", err)

@@ -181,5 +181,8 @@ func (r *todoRec) address() string {
 	if rest, ok := strings.CutPrefix(r.QueueKey, "p:"); ok {
 		return rest
 	}
+	if r.QueueKey == webhookQueue {
+		return "~system/webhooks"
+	}
 	return "~" + strings.TrimPrefix(r.QueueKey, "h:")
 }

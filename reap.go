@@ -150,6 +150,12 @@ func (s *Switchboard) Reap(ctx context.Context) (ReapStats, error) {
 // requests and grants are refused when used. Run keeps queues and the
 // approvals inbox tidy and re-delivers work without waiting for a claim.
 func (s *Switchboard) Run(ctx context.Context) error {
+	if s.cfg.Webhooks != nil {
+		dctx, stop := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { defer close(done); s.deliverLoop(dctx) }()
+		defer func() { stop(); <-done }()
+	}
 	for {
 		for {
 			st, err := s.Reap(ctx)

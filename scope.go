@@ -31,13 +31,13 @@ const (
 // the drain verbs. Each call returns a new slice; changing it changes no
 // rule.
 func GrantableVerbs() []Verb {
-	return []Verb{VerbCreateFor, VerbList, VerbGet, VerbClaim, VerbHeartbeat, VerbComplete, VerbFail, VerbRelease}
+	return []Verb{VerbCreateFor, VerbList, VerbGet, VerbClaim, VerbHeartbeat, VerbComplete, VerbFail, VerbRelease, VerbWebhook}
 }
 
 // Grantable reports whether a friend grant may carry v (see GrantableVerbs).
 func (v Verb) Grantable() bool {
 	switch v {
-	case VerbCreateFor, VerbList, VerbGet, VerbClaim, VerbHeartbeat, VerbComplete, VerbFail, VerbRelease:
+	case VerbCreateFor, VerbList, VerbGet, VerbClaim, VerbHeartbeat, VerbComplete, VerbFail, VerbRelease, VerbWebhook:
 		return true
 	}
 	return false
@@ -76,6 +76,8 @@ func (v Verb) Describe() string {
 		return "cancel queued todos"
 	case VerbRedrive:
 		return "re-queue dead todos"
+	case VerbWebhook:
+		return "be told, by webhook, how the todos it created end"
 	}
 	return string(v)
 }

@@ -78,6 +78,8 @@ var statusTable = []struct {
 	{ErrFellBehind, http.StatusGone, "fell_behind"},
 	{ErrEventPurged, http.StatusGone, "event_purged"},
 	{ErrNoLogKey, http.StatusNotImplemented, "not_configured"},
+	{ErrNoWebhooks, http.StatusNotImplemented, "not_configured"},
+	{ErrWebhookSignature, http.StatusUnauthorized, "bad_signature"},
 	{ErrQuotaExceeded, http.StatusTooManyRequests, "quota_exceeded"},
 	{ErrRateLimited, http.StatusTooManyRequests, "rate_limited"},
 	{ErrClosed, http.StatusServiceUnavailable, "closed"},

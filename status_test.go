@@ -83,7 +83,7 @@ func TestStatusOfEverySentinel(t *testing.T) {
 		"ErrLeaseLost": sb.ErrLeaseLost, "ErrProvenance": sb.ErrProvenance, "ErrInvalidArgument": sb.ErrInvalidArgument,
 		"ErrConflict": sb.ErrConflict, "ErrCardSignature": sb.ErrCardSignature, "ErrQuotaExceeded": sb.ErrQuotaExceeded,
 		"ErrRateLimited": sb.ErrRateLimited, "ErrFellBehind": sb.ErrFellBehind, "ErrProof": sb.ErrProof,
-		"ErrEventPurged": sb.ErrEventPurged, "agentcard.ErrInvalid": agentcard.ErrInvalid, "agentcard.ErrSignature": agentcard.ErrSignature,
+		"ErrEventPurged": sb.ErrEventPurged, "ErrWebhookSignature": sb.ErrWebhookSignature, "agentcard.ErrInvalid": agentcard.ErrInvalid, "agentcard.ErrSignature": agentcard.ErrSignature,
 	}
 	for name, err := range input {
 		st := sb.StatusOf(fmt.Errorf("wrapped: %w", err))
@@ -94,7 +94,7 @@ func TestStatusOfEverySentinel(t *testing.T) {
 		http int
 	}{
 		"ErrQueueEmpty": {sb.ErrQueueEmpty, 204}, "ErrClosed": {sb.ErrClosed, 503}, "store.ErrNotFound": {store.ErrNotFound, 500},
-		"ErrNoLogKey": {sb.ErrNoLogKey, 501}, "ErrAuditBroken": {sb.ErrAuditBroken, 500}, "ErrNewerSchema": {sb.ErrNewerSchema, 500},
+		"ErrNoLogKey": {sb.ErrNoLogKey, 501}, "ErrNoWebhooks": {sb.ErrNoWebhooks, 501}, "ErrAuditBroken": {sb.ErrAuditBroken, 500}, "ErrNewerSchema": {sb.ErrNewerSchema, 500},
 		"store.ErrReadOnly": {store.ErrReadOnly, 500}, "store.ErrEmptyKey": {store.ErrEmptyKey, 500},
 	}
 	for name, c := range other {

@@ -129,6 +129,10 @@ type Config struct {
 	// Limits bounds input sizes. Zero fields take the values of
 	// DefaultLimits().
 	Limits Limits
+
+	// Webhooks, if set, turns webhooks on: grants holding VerbWebhook may
+	// register destinations (RegisterWebhook), and Run delivers to them.
+	Webhooks *WebhookConfig
 }
 
 // The Config defaults, one place per setting; the field docs name them.
@@ -256,6 +260,11 @@ func New(st store.Store, cfg *Config) (*Switchboard, error) {
 		return nil, invalid("Config.DefaultLease %s exceeds Config.MaxLease %s", c.DefaultLease, c.MaxLease)
 	}
 	c.Limits = c.Limits.withDefaults()
+	wh, err := c.Webhooks.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	c.Webhooks = wh
 	l := c.Limits
 	v, err := newVerifier(c)
 	if err != nil {

@@ -392,7 +392,10 @@ func (t *txn) endTodo(r *todoRec, state TodoState, how Outcome, actor, reason st
 		return err
 	}
 	typ := map[TodoState]EventType{TodoDone: EventTodoCompleted, TodoCancelled: EventTodoCancelled, TodoDead: EventTodoDead}[state]
-	return t.emit(Event{Type: typ, Actor: actor, Persona: r.Origin.Agent, Grant: r.Origin.Grant, Todo: r.ID, Queue: r.address(), Detail: reason})
+	if err := t.emit(Event{Type: typ, Actor: actor, Persona: r.Origin.Agent, Grant: r.Origin.Grant, Todo: r.ID, Queue: r.address(), Detail: reason}); err != nil {
+		return err
+	}
+	return t.notifyWebhooks(r, map[TodoState]string{TodoDone: WebhookTodoCompleted, TodoCancelled: WebhookTodoCancelled, TodoDead: WebhookTodoDead}[state])
 }
 
 // unindex removes r from the ready, delayed or lease index its state puts

@@ -60,6 +60,9 @@ type txn struct {
 	logged   int            // events this transaction added to the log
 	revoked  []revokedGrant // grants revoked here whose queued todos are cancelled after commit
 	pending  int            // events this transaction wrote pending, for the sequencer
+
+	hooks        bool // webhooks are configured: outcomes queue deliveries
+	hookAttempts int  // a delivery's MaxAttempts
 }
 
 // update runs fn in one store Update with the clock read once, so every
@@ -98,6 +101,9 @@ func (s *Switchboard) updateWith(ctx context.Context, run func(context.Context, 
 	var last *txn // fn may run more than once; the last run is what committed
 	err := run(ctx, func(tx store.Tx) error {
 		last = &txn{tx: tx, now: s.now().UTC(), hot: &s.hot}
+		if s.cfg.Webhooks != nil {
+			last.hooks, last.hookAttempts = true, s.cfg.Webhooks.MaxAttempts
+		}
 		if locking {
 			l, ok := tx.(store.Locker)
 			if !ok {

@@ -72,6 +72,58 @@ var tools = []tool{
 	{"complete", switchboard.VerbComplete, "Finish a leased todo, recording its result.", completeSchemas, (*handlers).complete},
 	{"fail", switchboard.VerbFail, "Give up on a leased todo; it is retried with backoff until its max attempts, then dead-lettered.", failSchemas, (*handlers).fail},
 	{"release", switchboard.VerbRelease, "Hand a leased todo back unfinished, without counting a failure.", releaseSchemas, (*handlers).release},
+	{"register_webhook", switchboard.VerbWebhook, "Register an HTTPS URL to be told how the todos this grant creates end (completed with the result, failed, dead, cancelled), signed per Standard Webhooks. Returns the signing secret, this once.", registerWebhookSchemas, (*handlers).registerWebhook},
+	{"list_webhooks", switchboard.VerbWebhook, "List this grant's webhooks (without their secrets).", listWebhooksSchemas, (*handlers).listWebhooks},
+	{"delete_webhook", switchboard.VerbWebhook, "Delete one of this grant's webhooks; its undelivered deliveries are dropped.", deleteWebhookSchemas, (*handlers).deleteWebhook},
+}
+
+func (h *handlers) registerWebhook(ctx context.Context, cred switchboard.Credential, args []byte) (any, error) {
+	var a struct {
+		URL string `json:"url"`
+	}
+	if err := switchboard.DecodeJSON(args, &a); err != nil {
+		return nil, err
+	}
+	w, secret, err := h.sb.RegisterWebhook(ctx, cred, a.URL)
+	if err != nil {
+		return nil, err
+	}
+	return struct {
+		Webhook switchboard.Webhook `json:"webhook"`
+		Secret  string              `json:"secret"`
+	}{w, secret}, nil
+}
+
+func (h *handlers) listWebhooks(ctx context.Context, cred switchboard.Credential, args []byte) (any, error) {
+	var a struct{}
+	if err := switchboard.DecodeJSON(args, &a); err != nil {
+		return nil, err
+	}
+	ws, err := h.sb.Webhooks(ctx, cred)
+	if err != nil {
+		return nil, err
+	}
+	if ws == nil {
+		ws = []switchboard.Webhook{}
+	}
+	return struct {
+		Webhooks []switchboard.Webhook `json:"webhooks"`
+	}{ws}, nil
+}
+
+func (h *handlers) deleteWebhook(ctx context.Context, cred switchboard.Credential, args []byte) (any, error) {
+	var a struct {
+		ID string `json:"id"`
+	}
+	if err := switchboard.DecodeJSON(args, &a); err != nil {
+		return nil, err
+	}
+	if err := h.sb.DeleteWebhook(ctx, cred, a.ID); err != nil {
+		return nil, err
+	}
+	return struct {
+		OK bool `json:"ok"`
+	}{true}, nil
 }
 
 // NewServer returns an MCP server with switchboard's queue tools.

@@ -138,3 +138,28 @@ var failSchemas = [2]*jsonschema.Schema{input(withLease(map[string]*jsonschema.S
 
 // releaseSchemas are the input and output schemas of release.
 var releaseSchemas = [2]*jsonschema.Schema{input(todoRef, "todo", "token"), okOutput}
+
+func webhook() *jsonschema.Schema {
+	return output(map[string]*jsonschema.Schema{
+		"id":         str("the webhook's id"),
+		"grant":      str("the grant that registered it"),
+		"holder":     str("that grant's agent"),
+		"url":        str("where deliveries go"),
+		"created_at": timestamp("when it was registered"),
+	}, "id", "url")
+}
+
+// registerWebhookSchemas are the input and output schemas of register_webhook.
+var registerWebhookSchemas = [2]*jsonschema.Schema{
+	input(map[string]*jsonschema.Schema{"url": str("the https URL deliveries are POSTed to; its origin must be one the host allows")}, "url"),
+	output(map[string]*jsonschema.Schema{"webhook": webhook(), "secret": str("the signing secret (whsec_…), shown this once")}, "webhook", "secret"),
+}
+
+// listWebhooksSchemas are the input and output schemas of list_webhooks.
+var listWebhooksSchemas = [2]*jsonschema.Schema{
+	input(map[string]*jsonschema.Schema{}),
+	output(map[string]*jsonschema.Schema{"webhooks": {Type: "array", Items: webhook()}}, "webhooks"),
+}
+
+// deleteWebhookSchemas are the input and output schemas of delete_webhook.
+var deleteWebhookSchemas = [2]*jsonschema.Schema{input(map[string]*jsonschema.Schema{"id": str("the webhook's id")}, "id"), okOutput}

@@ -10,6 +10,8 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"errors"
 	"flag"
 	"log/slog"
 	"net/http"
@@ -31,6 +33,8 @@ func main() {
 	clientID := flag.String("client-id", "", "this deployment's client id at the issuer")
 	clientSecret := flag.String("client-secret", "", "this deployment's client secret at the issuer, for the browser sign-in (empty: a public client, PKCE only)")
 	baseURL := flag.String("base-url", "", "the URL humans reach this host at (default http://<addr>); the issuer redirects to <base-url>/signin/callback")
+	webhookKeyFile := flag.String("webhook-key", "", "a file holding the key webhook signing secrets derive from (created if missing); with -webhook-origins, turns webhooks on")
+	webhookOrigins := flag.String("webhook-origins", "", "comma-separated origins webhooks may be delivered to (https://hooks.example.com); with -dev, http and loopback are allowed too")
 	logKeyFile := flag.String("log-key", "", "a file holding the audit log's signing key (created if missing), for signed checkpoints and proofs on the history page; -dev makes a throwaway one")
 	primary := flag.String("primary", "", "the persona served at /.well-known/agent-card.json")
 	dev := flag.Bool("dev", false, "run with an embedded local OIDC issuer and the /dev/login and /dev/id-token routes (for trying the host; never in production)")
@@ -66,10 +70,16 @@ func main() {
 		log.Error("log key", "err", err)
 		os.Exit(1)
 	}
+	webhooks, err := webhookConfig(*webhookKeyFile, *webhookOrigins, *dev)
+	if err != nil {
+		log.Error("webhooks", "err", err)
+		os.Exit(1)
+	}
 	sb, err := switchboard.New(st, &switchboard.Config{
-		Issuers: []switchboard.Issuer{{URL: *issuer, ClientID: *clientID}},
-		Logger:  log,
-		LogKey:  logKey,
+		Issuers:  []switchboard.Issuer{{URL: *issuer, ClientID: *clientID}},
+		Logger:   log,
+		LogKey:   logKey,
+		Webhooks: webhooks,
 	})
 	if err != nil {
 		log.Error("switchboard", "err", err)
@@ -124,4 +134,32 @@ func loadLogKey(path string, dev bool) (string, error) {
 		return "", err
 	}
 	return skey, os.WriteFile(path, []byte(skey+"\n"), 0o600)
+}
+
+// webhookConfig turns webhooks on when origins are given: the key is read
+// from keyFile (32 random bytes, created 0600 if missing; -dev may leave it
+// out for a throwaway key). Run delivers; agents register over MCP.
+func webhookConfig(keyFile, origins string, dev bool) (*switchboard.WebhookConfig, error) {
+	if origins == "" {
+		return nil, nil
+	}
+	var key []byte
+	switch b, err := os.ReadFile(keyFile); {
+	case keyFile == "" && dev:
+		key = make([]byte, 32)
+		_, _ = rand.Read(key)
+	case keyFile == "":
+		return nil, errors.New("-webhook-origins needs -webhook-key")
+	case err == nil:
+		key = b
+	case os.IsNotExist(err):
+		key = make([]byte, 32)
+		_, _ = rand.Read(key)
+		if err := os.WriteFile(keyFile, key, 0o600); err != nil {
+			return nil, err
+		}
+	default:
+		return nil, err
+	}
+	return &switchboard.WebhookConfig{Key: key, Origins: strings.Split(origins, ","), AllowHTTP: dev, AllowPrivate: dev}, nil
 }

@@ -1,0 +1,579 @@
+// Webhooks: the outcomes of the todos an agent created come back to it,
+// pushed, signed per the Standard Webhooks specification, and delivered
+// through the queue itself — each delivery is a todo in a reserved system
+// queue, written in the same transaction as the change it reports.
+
+package switchboard
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// VerbWebhook lets a grant's holder register webhooks for the outcomes of
+// the todos it created in the queues where it holds this verb.
+const VerbWebhook Verb = "webhook"
+
+// WebhookConfig turns webhooks on (Config.Webhooks). The library sends
+// deliveries from Run; it opens no listening socket.
+type WebhookConfig struct {
+	// Key derives each webhook's signing secret (HMAC-SHA256 of the
+	// webhook's id), so no secret is ever stored: keep it as secret as a
+	// database password, and the same across restarts. At least 32 bytes.
+	Key []byte
+	// Origins are the destinations allowed, as scheme://host[:port]
+	// ("https://hooks.example.com"); a webhook's URL must be on one.
+	Origins []string
+	// AllowPrivate lets deliveries go to loopback, private, link-local and
+	// other non-public addresses (checked on the address actually dialled,
+	// after DNS). Off by default: an agent must not make the host call
+	// into its own network.
+	AllowPrivate bool
+	// AllowHTTP allows http:// destinations; otherwise only https://.
+	AllowHTTP bool
+	// Client sends deliveries. Its Transport, if an *http.Transport (or
+	// nil), is cloned and given the address check; redirects are never
+	// followed. Nil: a default client.
+	Client *http.Client
+	// MaxAttempts bounds the attempts of one delivery before it is dead
+	// (Redrive as the queue's owner is not offered: see docs). Default 8.
+	MaxAttempts int
+	// Timeout bounds one attempt. Default 10 seconds.
+	Timeout time.Duration
+	// PerGrant bounds the webhooks one grant may hold. Default 4.
+	PerGrant int
+}
+
+// Webhook is a registered destination.
+type Webhook struct {
+	ID        string    `json:"id"`                  // its id; also what its secret is derived from
+	Grant     string    `json:"grant"`               // the grant that registered it
+	Holder    string    `json:"holder"`              // that grant's agent
+	URL       string    `json:"url"`                 // where deliveries go
+	CreatedAt time.Time `json:"created_at,omitzero"` // when it was registered
+}
+
+// The webhook event types, in a delivery's body "type".
+const (
+	WebhookTodoCompleted = "todo.completed" // data: the todo, with its result
+	WebhookTodoFailed    = "todo.failed"    // an attempt failed; the todo is queued again
+	WebhookTodoDead      = "todo.dead"      // out of attempts
+	WebhookTodoCancelled = "todo.cancelled" // cancelled (by the queue's owner, or a revocation)
+)
+
+const (
+	tWebhooks       = "webhooks"      // webhook id → Webhook
+	tWebhookByGrant = "webhook_grant" // grant id \x00 webhook id → ""
+	// webhookQueue is the system queue of deliveries: its queue key is no
+	// persona's ("p:") nor human's ("h:").
+	webhookQueue    = "s:webhooks"
+	webhookKind     = "webhook.delivery"
+	webhookSecretV1 = "whsec_"
+)
+
+var (
+	// ErrNoWebhooks: webhooks are not configured (Config.Webhooks).
+	ErrNoWebhooks = errors.New("webhooks are not configured")
+	// ErrWebhookSignature: VerifyWebhook found no valid signature, or a
+	// timestamp outside the tolerance.
+	ErrWebhookSignature = errors.New("webhook signature does not verify")
+)
+
+// delivery is a delivery todo's payload.
+type delivery struct {
+	Webhook string          `json:"webhook"`
+	Type    string          `json:"type"`
+	Body    json.RawMessage `json:"body"` // what is sent, byte for byte, on every attempt
+}
+
+func (c *WebhookConfig) withDefaults() (*WebhookConfig, error) {
+	if c == nil {
+		return nil, nil
+	}
+	o := *c
+	if len(o.Key) < 32 {
+		return nil, invalid("webhook key is %d bytes, at least 32", len(o.Key))
+	}
+	for _, s := range o.Origins {
+		u, err := url.Parse(s)
+		if err != nil || u.Host == "" || u.Path != "" || (u.Scheme != "https" && u.Scheme != "http") {
+			return nil, invalid("webhook origin %q is not scheme://host[:port]", s)
+		}
+	}
+	if o.MaxAttempts <= 0 {
+		o.MaxAttempts = 8
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = 10 * time.Second
+	}
+	if o.PerGrant <= 0 {
+		o.PerGrant = 4
+	}
+	o.Client = safeClient(o.Client, o.AllowPrivate)
+	return &o, nil
+}
+
+// safeClient is c (or a default client) sending only to public addresses
+// unless allowPrivate, following no redirect.
+func safeClient(c *http.Client, allowPrivate bool) *http.Client {
+	out := &http.Client{}
+	if c != nil {
+		*out = *c
+	}
+	var tr *http.Transport
+	switch t := out.Transport.(type) {
+	case nil:
+		tr = http.DefaultTransport.(*http.Transport).Clone()
+	case *http.Transport:
+		tr = t.Clone()
+	}
+	if tr != nil {
+		d := &net.Dialer{Timeout: 10 * time.Second, Control: func(_, address string, _ syscall.RawConn) error {
+			host, _, err := net.SplitHostPort(address)
+			if err != nil {
+				return err
+			}
+			ip := net.ParseIP(host)
+			if ip == nil {
+				return fmt.Errorf("%w: webhook destination %s is no IP address", ErrForbidden, host)
+			}
+			if !allowPrivate && !publicIP(ip) {
+				return fmt.Errorf("%w: webhook destination %s is not a public address", ErrForbidden, ip)
+			}
+			return nil
+		}}
+		tr.DialContext = d.DialContext
+		tr.Proxy = nil // the check is on the address dialled: a proxy would hide it
+		out.Transport = tr
+	}
+	out.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return out
+}
+
+// publicIP reports whether ip is a public unicast address.
+func publicIP(ip net.IP) bool {
+	return !(ip.IsLoopback() || ip.IsPrivate() || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() ||
+		ip.IsInterfaceLocalMulticast() || ip.IsMulticast() || ip.IsUnspecified() ||
+		ip.Equal(net.IPv4bcast) || (ip.To4() != nil && ip.To4()[0] == 100 && ip.To4()[1]&0xc0 == 64)) // CGNAT 100.64/10
+}
+
+// webhookSecret derives a webhook's signing secret: "whsec_" and the
+// base64 of HMAC-SHA256(key, id), the form Standard Webhooks libraries take.
+func (s *Switchboard) webhookSecret(id string) string {
+	m := hmac.New(sha256.New, s.cfg.Webhooks.Key)
+	m.Write([]byte("switchboard webhook secret\x00" + id))
+	return webhookSecretV1 + base64.StdEncoding.EncodeToString(m.Sum(nil))
+}
+
+// checkWebhookURL refuses a destination outside the allowed origins.
+func (s *Switchboard) checkWebhookURL(raw string) (string, error) {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" || u.User != nil || u.Fragment != "" {
+		return "", invalid("webhook url %q is not an absolute URL without credentials or fragment", raw)
+	}
+	if u.Scheme != "https" && !(u.Scheme == "http" && s.cfg.Webhooks.AllowHTTP) {
+		return "", invalid("webhook url must be https")
+	}
+	if len(raw) > 2048 {
+		return "", invalid("webhook url is %d bytes, limit 2048", len(raw))
+	}
+	origin := u.Scheme + "://" + u.Host
+	for _, o := range s.cfg.Webhooks.Origins {
+		if strings.EqualFold(o, origin) {
+			return u.String(), nil
+		}
+	}
+	return "", fmt.Errorf("%w: webhook origin %s is not allowed by this host", ErrForbidden, origin)
+}
+
+// RegisterWebhook registers url to receive the outcomes of the todos the
+// credential's grant creates (in queues where it holds VerbWebhook), and
+// returns the webhook and its signing secret — shown this once; the host
+// stores no secret (it is derived from WebhookConfig.Key). Deliveries carry
+// the Standard Webhooks headers; receivers check them with VerifyWebhook
+// or any Standard Webhooks library.
+func (s *Switchboard) RegisterWebhook(ctx context.Context, c Credential, rawURL string) (Webhook, string, error) {
+	fail := func(err error) (Webhook, string, error) {
+		return Webhook{}, "", fmt.Errorf("switchboard: register webhook: %w", err)
+	}
+	if s.cfg.Webhooks == nil {
+		return fail(ErrNoWebhooks)
+	}
+	u, err := s.checkWebhookURL(rawURL)
+	if err != nil {
+		return fail(err)
+	}
+	var w Webhook
+	err = s.update(ctx, func(t *txn) error {
+		g, err := t.authenticate(c)
+		if err != nil {
+			return err
+		}
+		if !grantHolds(g.Scope, VerbWebhook) {
+			return fmt.Errorf("%w: grant does not allow %s", ErrForbidden, VerbWebhook)
+		}
+		n := 0
+		if err := t.scanPrefix(tWebhookByGrant, g.ID+sep, func(string, string) (bool, error) { n++; return true, nil }); err != nil {
+			return err
+		}
+		if n >= s.cfg.Webhooks.PerGrant {
+			return fmt.Errorf("%w: the grant holds %d webhooks, limit %d", ErrQuotaExceeded, n, s.cfg.Webhooks.PerGrant)
+		}
+		w = Webhook{ID: newID("whk"), Grant: g.ID, Holder: g.Holder, URL: u, CreatedAt: t.now}
+		if err := t.put(tWebhooks, w.ID, w); err != nil {
+			return err
+		}
+		if err := t.putRaw(tWebhookByGrant, g.ID+sep+w.ID, ""); err != nil {
+			return err
+		}
+		return t.emit(Event{Type: EventWebhookRegistered, Actor: agentActor(g.Holder), Persona: g.Holder, Grant: g.ID, Detail: w.ID})
+	})
+	if err != nil {
+		return fail(err)
+	}
+	return w, s.webhookSecret(w.ID), nil
+}
+
+func grantHolds(sc Scope, v Verb) bool {
+	for _, e := range sc {
+		if sc.Allows(e.Queue, v) {
+			return true
+		}
+	}
+	return false
+}
+
+// Webhooks lists the webhooks of the credential's grant.
+func (s *Switchboard) Webhooks(ctx context.Context, c Credential) ([]Webhook, error) {
+	var out []Webhook
+	err := s.view(ctx, func(t *txn) error {
+		g, err := t.authenticate(c)
+		if err != nil {
+			return err
+		}
+		if !grantHolds(g.Scope, VerbWebhook) {
+			return fmt.Errorf("%w: grant does not allow %s", ErrForbidden, VerbWebhook)
+		}
+		out, err = t.webhooksOf(g.ID)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("switchboard: webhooks: %w", err)
+	}
+	return out, nil
+}
+
+func (t *txn) webhooksOf(grantID string) ([]Webhook, error) {
+	var ids []string
+	if err := t.scanPrefix(tWebhookByGrant, grantID+sep, func(k, _ string) (bool, error) {
+		ids = append(ids, k[len(grantID)+1:])
+		return true, nil
+	}); err != nil {
+		return nil, err
+	}
+	out := make([]Webhook, 0, len(ids))
+	for _, id := range ids {
+		var w Webhook
+		if err := t.get(tWebhooks, id, &w, "webhook"); err != nil {
+			return nil, err
+		}
+		out = append(out, w)
+	}
+	return out, nil
+}
+
+// DeleteWebhook removes one of the grant's webhooks: its undelivered
+// deliveries are dropped when they come up. Another grant's webhook is
+// ErrNotFound.
+func (s *Switchboard) DeleteWebhook(ctx context.Context, c Credential, id string) error {
+	err := s.update(ctx, func(t *txn) error {
+		g, err := t.authenticate(c)
+		if err != nil {
+			return err
+		}
+		var w Webhook
+		if err := t.get(tWebhooks, id, &w, "webhook"); err != nil {
+			return err
+		}
+		if w.Grant != g.ID {
+			return notFound("webhook")
+		}
+		return t.dropWebhook(w, agentActor(g.Holder))
+	})
+	if err != nil {
+		return fmt.Errorf("switchboard: delete webhook: %w", err)
+	}
+	return nil
+}
+
+func (t *txn) dropWebhook(w Webhook, actor string) error {
+	if err := t.del(tWebhooks, w.ID); err != nil {
+		return err
+	}
+	if err := t.del(tWebhookByGrant, w.Grant+sep+w.ID); err != nil {
+		return err
+	}
+	return t.emit(Event{Type: EventWebhookDeleted, Actor: actor, Persona: w.Holder, Grant: w.Grant, Detail: w.ID})
+}
+
+// dropWebhooksOf removes every webhook of a grant (at its revocation).
+func (t *txn) dropWebhooksOf(grantID, actor string) error {
+	ws, err := t.webhooksOf(grantID)
+	if err != nil {
+		return err
+	}
+	for _, w := range ws {
+		if err := t.dropWebhook(w, actor); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// notifyWebhooks queues a delivery to each webhook of the grant that
+// created r, in this transaction, when that grant holds VerbWebhook on r's
+// queue. A system todo (a delivery itself) reports to nobody.
+func (t *txn) notifyWebhooks(r *todoRec, typ string) error {
+	if !t.hooks || r.Origin.Grant == "" || r.QueueKey == webhookQueue {
+		return nil
+	}
+	prefix := r.Origin.Grant + sep
+	if !t.anyIn(tWebhookByGrant, []byte(prefix), prefixEnd(prefix)) {
+		return nil
+	}
+	g, err := getHot[grantRec](t, tGrants, r.Origin.Grant, "grant")
+	if err != nil {
+		return err
+	}
+	if g.State != GrantActive || !g.Scope.Allows(r.Queue, VerbWebhook) {
+		return nil
+	}
+	ws, err := t.webhooksOf(g.ID)
+	if err != nil {
+		return err
+	}
+	body, err := json.Marshal(map[string]any{"type": typ, "timestamp": t.now.Format(time.RFC3339Nano), "data": map[string]any{"todo": r.Todo}})
+	if err != nil {
+		return err
+	}
+	for _, w := range ws {
+		p, err := json.Marshal(delivery{Webhook: w.ID, Type: typ, Body: body})
+		if err != nil {
+			return err
+		}
+		if _, err := t.insertTodo(todoRec{Todo: Todo{
+			Queue: webhookQueue, Kind: webhookKind, Payload: p, MaxAttempts: t.hookAttempts,
+			Origin: Origin{Agent: g.Holder, Grant: g.ID, Edge: g.EdgeID},
+		}, QueueKey: webhookQueue}, systemActor, true); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// SignWebhook is the Standard Webhooks signature of a delivery: "v1," and
+// the base64 of HMAC-SHA256 over "id.timestamp.body", keyed by the secret
+// (its "whsec_" prefix removed, then base64-decoded).
+func SignWebhook(secret, id string, ts time.Time, body []byte) (string, error) {
+	key, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(secret, webhookSecretV1))
+	if err != nil {
+		return "", fmt.Errorf("%w: webhook secret is not whsec_ and base64", ErrInvalidArgument)
+	}
+	m := hmac.New(sha256.New, key)
+	fmt.Fprintf(m, "%s.%d.", id, ts.Unix())
+	m.Write(body)
+	return "v1," + base64.StdEncoding.EncodeToString(m.Sum(nil)), nil
+}
+
+// VerifyWebhook checks a received delivery for a Go receiver: the
+// webhook-id, webhook-timestamp (within tolerance of now; 5 minutes if
+// zero) and webhook-signature headers, against the raw body. It returns
+// the message id, the key to deduplicate on (deliveries are at least
+// once), or an error matching ErrWebhookSignature.
+func VerifyWebhook(secret string, h http.Header, body []byte, now time.Time, tolerance time.Duration) (string, error) {
+	if tolerance == 0 {
+		tolerance = 5 * time.Minute
+	}
+	id, tsRaw, sigs := h.Get("webhook-id"), h.Get("webhook-timestamp"), h.Get("webhook-signature")
+	if id == "" || tsRaw == "" || sigs == "" {
+		return "", fmt.Errorf("%w: missing webhook headers", ErrWebhookSignature)
+	}
+	sec, err := strconv.ParseInt(tsRaw, 10, 64)
+	if err != nil {
+		return "", fmt.Errorf("%w: webhook-timestamp %q", ErrWebhookSignature, tsRaw)
+	}
+	ts := time.Unix(sec, 0)
+	if now.Sub(ts) > tolerance || ts.Sub(now) > tolerance {
+		return "", fmt.Errorf("%w: webhook-timestamp is %s from now", ErrWebhookSignature, now.Sub(ts).Round(time.Second))
+	}
+	want, err := SignWebhook(secret, id, ts, body)
+	if err != nil {
+		return "", err
+	}
+	for _, sig := range strings.Fields(sigs) {
+		if subtle.ConstantTimeCompare([]byte(sig), []byte(want)) == 1 {
+			return id, nil
+		}
+	}
+	return "", ErrWebhookSignature
+}
+
+// ---- delivery
+
+// systemGrant is whom the delivery runner claims as.
+var systemGrant = &grantRec{Grant: Grant{ID: "system", Holder: "switchboard", State: GrantActive}}
+
+// deliverLoop sends deliveries until ctx ends: claim a few, send each,
+// complete or fail it; wait for the next commit to the queue or a poll.
+func (s *Switchboard) deliverLoop(ctx context.Context) {
+	wc := s.cfg.Webhooks
+	lease := 2*wc.Timeout + 5*time.Second
+	for ctx.Err() == nil {
+		woken := s.wake.wait(webhookQueue)
+		var batch []Claimed
+		err := s.updateLocked(ctx, func(t *txn) error {
+			var err error
+			batch, err = s.claimIn(t, systemGrant, webhookQueue, 8, lease)
+			return err
+		})
+		if err != nil && ctx.Err() == nil {
+			s.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "switchboard: claiming webhook deliveries failed", slog.String("error", err.Error()))
+		}
+		var wg sync.WaitGroup
+		for _, cl := range batch {
+			wg.Go(func() { s.deliver(ctx, cl) })
+		}
+		wg.Wait()
+		if len(batch) > 0 {
+			continue
+		}
+		select {
+		case <-ctx.Done():
+		case <-woken:
+		case <-s.cfg.Clock.After(s.cfg.PollInterval):
+		}
+	}
+}
+
+// deliver sends one delivery and records the outcome.
+func (s *Switchboard) deliver(ctx context.Context, cl Claimed) {
+	var d delivery
+	var w Webhook
+	err := json.Unmarshal(cl.Todo.Payload, &d)
+	if err == nil {
+		err = s.view(ctx, func(t *txn) error {
+			if err := t.get(tWebhooks, d.Webhook, &w, "webhook"); err != nil {
+				return err
+			}
+			g, _, err := t.grantWithEdge(w.Grant)
+			if err != nil {
+				return err
+			}
+			if g.State != GrantActive {
+				return notFound("grant")
+			}
+			return nil
+		})
+	}
+	if err != nil {
+		// The webhook was deleted, or its grant revoked: drop it.
+		s.endDelivery(ctx, cl, TodoCancelled, "webhook gone: "+err.Error())
+		return
+	}
+	actx, cancel := context.WithTimeout(ctx, s.cfg.Webhooks.Timeout)
+	defer cancel()
+	status, err := s.send(actx, w, cl.Todo.ID, d.Body)
+	switch {
+	case err == nil && status/100 == 2:
+		s.endDelivery(ctx, cl, TodoDone, "")
+	case err != nil:
+		s.endDelivery(ctx, cl, attemptFailed, err.Error())
+	default:
+		s.endDelivery(ctx, cl, attemptFailed, "HTTP "+strconv.Itoa(status))
+	}
+}
+
+// send POSTs the body to the webhook, signed, and returns the status.
+func (s *Switchboard) send(ctx context.Context, w Webhook, id string, body []byte) (int, error) {
+	now := s.now()
+	sig, err := SignWebhook(s.webhookSecret(w.ID), id, now, body)
+	if err != nil {
+		return 0, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.URL, bytes.NewReader(body))
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "switchboard-webhooks")
+	req.Header.Set("webhook-id", id)
+	req.Header.Set("webhook-timestamp", strconv.FormatInt(now.Unix(), 10))
+	req.Header.Set("webhook-signature", sig)
+	resp, err := s.cfg.Webhooks.Client.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	return resp.StatusCode, nil
+}
+
+// endDelivery records a delivery's outcome under its lease: done,
+// cancelled, or failed (queued again after backoff, dead after the last
+// attempt). A lost lease changes nothing (another runner has it).
+func (s *Switchboard) endDelivery(ctx context.Context, cl Claimed, state TodoState, reason string) {
+	reason = clipReason(reason)
+	err := s.update(ctx, func(t *txn) error {
+		r, err := t.todo(cl.Todo.ID)
+		if err != nil {
+			return err
+		}
+		if r.State != TodoLeased || subtle.ConstantTimeCompare([]byte(r.LeaseToken), []byte(cl.Lease.Token)) != 1 {
+			return nil
+		}
+		switch state {
+		case TodoDone:
+			return t.endTodo(r, TodoDone, AttemptCompleted, systemActor, "")
+		case TodoCancelled:
+			return t.endTodo(r, TodoCancelled, AttemptCancelled, systemActor, reason)
+		}
+		r.Error = reason
+		if r.Attempts >= r.MaxAttempts {
+			return t.endTodo(r, TodoDead, AttemptFailed, systemActor, reason)
+		}
+		if err := t.requeue(r, t.now.Add(backoff(r.Attempts)), AttemptFailed, reason); err != nil {
+			return err
+		}
+		return t.emit(Event{Type: EventTodoFailed, Actor: systemActor, Grant: r.Origin.Grant, Todo: r.ID, Queue: r.address(), Detail: reason})
+	})
+	if err != nil && ctx.Err() == nil {
+		s.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "switchboard: recording a webhook delivery failed", slog.String("todo", cl.Todo.ID), slog.String("error", err.Error()))
+	}
+}
+
+// attemptFailed is no todo state: it tells endDelivery the attempt failed.
+const attemptFailed TodoState = "failed"
+
+func clipReason(s string) string {
+	if len(s) > 500 {
+		s = s[:500]
+	}
+	return strings.ToValidUTF8(s, "")
+}

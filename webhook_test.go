@@ -1,0 +1,438 @@
+package switchboard_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchboardhq/switchboard"
+)
+
+// receiver is a webhook endpoint that records what it is sent and fails
+// the first failFirst requests with 500.
+type receiver struct {
+	srv       *httptest.Server
+	mu        sync.Mutex
+	got       []received
+	failFirst int
+	arrived   chan struct{}
+}
+
+type received struct {
+	header http.Header
+	body   []byte
+}
+
+func newReceiver(t *testing.T, failFirst int) *receiver {
+	r := &receiver{failFirst: failFirst, arrived: make(chan struct{}, 100)}
+	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		b, _ := io.ReadAll(req.Body)
+		r.mu.Lock()
+		r.got = append(r.got, received{req.Header.Clone(), b})
+		fail := len(r.got) <= r.failFirst
+		r.mu.Unlock()
+		r.arrived <- struct{}{}
+		if fail {
+			w.WriteHeader(http.StatusInternalServerError)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(r.srv.Close)
+	return r
+}
+
+// distinct is how many different webhook-ids arrived.
+func (r *receiver) distinct() int {
+	ids := map[string]bool{}
+	for _, g := range r.all() {
+		ids[g.header.Get("webhook-id")] = true
+	}
+	return len(ids)
+}
+
+func (r *receiver) all() []received {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]received(nil), r.got...)
+}
+
+var webhookKey = bytes.Repeat([]byte{7}, 32)
+
+// hookHarness gives h a Switchboard that delivers webhooks per wc (on the
+// same store and clock), and runs its delivery loop if run; alice-bot gets
+// create_for and webhook on bob-desk's inbox, bob's own agent the drain
+// verbs.
+func hookHarness(t *testing.T, h *harness, wc *switchboard.WebhookConfig, run bool) (switchboard.Grant, switchboard.Credential, switchboard.Credential) {
+	old := h.sb
+	sb, err := switchboard.New(h.st, &switchboard.Config{Clock: h.clock, Issuers: []switchboard.Issuer{h.iss.Config()}, Quotas: testQuotas, Webhooks: wc})
+	require.NoError(t, err)
+	require.NoError(t, old.Close())
+	h.sb = sb
+	t.Cleanup(func() { sb.Close() })
+	g, cred := h.friend(h.alice, h.bob, "alice-bot", "bob-desk", scope("inbox", switchboard.VerbCreateFor, switchboard.VerbWebhook))
+	worker := h.worker(h.bob, "bob-desk", "inbox")
+	if run {
+		startRun(t, h)
+	}
+	return g, cred, worker
+}
+
+func startRun(t *testing.T, h *harness) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = h.sb.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
+// wait waits for the receiver's next request, advancing the test clock (so
+// retries come due) while none arrives.
+func (r *receiver) wait(t *testing.T, h *harness) {
+	t.Helper()
+	deadline := time.After(20 * time.Second)
+	for {
+		select {
+		case <-r.arrived:
+			return
+		case <-deadline:
+			t.Fatalf("no delivery arrived; %d so far", len(r.all()))
+		case <-time.After(20 * time.Millisecond):
+			h.clock.Advance(10 * time.Second)
+		}
+	}
+}
+
+// finishOne has bob's worker claim and complete the next todo with result.
+func finishOne(t *testing.T, h *harness, worker switchboard.Credential, result string) switchboard.Todo {
+	t.Helper()
+	td, l, err := h.sb.Claim(ctx, worker, "inbox", nil)
+	require.NoError(t, err)
+	require.NoError(t, h.sb.Complete(ctx, worker, l, []byte(result)))
+	return td
+}
+
+// A completion comes back to the agent that created the todo: signed per
+// Standard Webhooks with the secret it got once, the result in the body.
+func TestWebhookDelivery(t *testing.T) {
+	eachBackend(t, func(t *testing.T, h *harness) {
+		rcv := newReceiver(t, 0)
+		g, cred, worker := hookHarness(t, h, &switchboard.WebhookConfig{Key: webhookKey, Origins: []string{rcv.srv.URL}, AllowPrivate: true, AllowHTTP: true}, true)
+		w, secret, err := h.sb.RegisterWebhook(ctx, cred, rcv.srv.URL+"/hooks/switchboard")
+		require.NoError(t, err)
+		require.True(t, strings.HasPrefix(secret, "whsec_"))
+		require.Equal(t, g.ID, w.Grant)
+		ws, err := h.sb.Webhooks(ctx, cred)
+		require.NoError(t, err)
+		require.Equal(t, []switchboard.Webhook{w}, ws)
+
+		td, _, err := h.sb.CreateFor(ctx, cred, "inbox", switchboard.NewTodo{Kind: "invoice", Title: "March"})
+		require.NoError(t, err)
+		require.Empty(t, rcv.all(), "creating reports nothing")
+		finishOne(t, h, worker, `{"paid":true}`)
+		rcv.wait(t, h)
+
+		got := rcv.all()[0]
+		id, err := switchboard.VerifyWebhook(secret, got.header, got.body, h.clock.Now(), 0)
+		require.NoError(t, err)
+		require.Equal(t, id, got.header.Get("webhook-id"))
+		var body struct {
+			Type string `json:"type"`
+			Data struct {
+				Todo switchboard.Todo `json:"todo"`
+			} `json:"data"`
+		}
+		require.NoError(t, json.Unmarshal(got.body, &body))
+		require.Equal(t, switchboard.WebhookTodoCompleted, body.Type)
+		require.Equal(t, td.ID, body.Data.Todo.ID)
+		require.JSONEq(t, `{"paid":true}`, string(body.Data.Todo.Result))
+
+		// Tampered, or with another webhook's secret: refused.
+		_, err = switchboard.VerifyWebhook(secret, got.header, append(got.body, ' '), h.clock.Now(), 0)
+		require.ErrorIs(t, err, switchboard.ErrWebhookSignature)
+		_, other, err := h.sb.RegisterWebhook(ctx, cred, rcv.srv.URL+"/other")
+		require.NoError(t, err)
+		_, err = switchboard.VerifyWebhook(other, got.header, got.body, h.clock.Now(), 0)
+		require.ErrorIs(t, err, switchboard.ErrWebhookSignature)
+		_, err = switchboard.VerifyWebhook(secret, got.header, got.body, h.clock.Now().Add(time.Hour), 0)
+		require.ErrorIs(t, err, switchboard.ErrWebhookSignature, "an old delivery")
+
+		// Deleted: nothing more arrives for it (the other one still gets its own).
+		require.NoError(t, h.sb.DeleteWebhook(ctx, cred, w.ID))
+		require.ErrorIs(t, h.sb.DeleteWebhook(ctx, cred, w.ID), switchboard.ErrNotFound)
+	})
+}
+
+// A receiver that fails the first attempts gets the same delivery again
+// (the same webhook-id and body) after backoff, until it accepts: at least
+// once, exactly once after deduplication.
+func TestWebhookRetriesUntilAccepted(t *testing.T) {
+	eachBackend(t, func(t *testing.T, h *harness) {
+		rcv := newReceiver(t, 2)
+		_, cred, worker := hookHarness(t, h, &switchboard.WebhookConfig{Key: webhookKey, Origins: []string{rcv.srv.URL}, AllowPrivate: true, AllowHTTP: true}, true)
+		_, secret, err := h.sb.RegisterWebhook(ctx, cred, rcv.srv.URL+"/h")
+		require.NoError(t, err)
+		_, _, err = h.sb.CreateFor(ctx, cred, "inbox", switchboard.NewTodo{Kind: "k"})
+		require.NoError(t, err)
+		finishOne(t, h, worker, `{}`)
+		for range 3 {
+			rcv.wait(t, h)
+		}
+		got := rcv.all()
+		require.Len(t, got, 3)
+		seen := map[string]int{}
+		for _, g := range got {
+			id, err := switchboard.VerifyWebhook(secret, g.header, g.body, h.clock.Now(), time.Hour)
+			require.NoError(t, err)
+			seen[id]++
+			require.Equal(t, got[0].body, g.body, "every attempt sends the same body")
+		}
+		require.Len(t, seen, 1, "one event, delivered three times")
+	})
+}
+
+// Failures and dead letters of the todo are reported too.
+func TestWebhookReportsFailureAndDeath(t *testing.T) {
+	rcv := newReceiver(t, 0)
+	h := newHarness(t, memoryStore(t))
+	_, cred, worker := hookHarness(t, h, &switchboard.WebhookConfig{Key: webhookKey, Origins: []string{rcv.srv.URL}, AllowPrivate: true, AllowHTTP: true}, true)
+	_, _, err := h.sb.RegisterWebhook(ctx, cred, rcv.srv.URL+"/h")
+	require.NoError(t, err)
+	_, _, err = h.sb.CreateFor(ctx, cred, "inbox", switchboard.NewTodo{Kind: "k", MaxAttempts: 2})
+	require.NoError(t, err)
+	var types []string
+	for range 2 {
+		h.clock.Advance(time.Hour) // past the todo's own backoff
+		_, l, err := h.sb.Claim(ctx, worker, "inbox", nil)
+		require.NoError(t, err)
+		require.NoError(t, h.sb.Fail(ctx, worker, l, "no money"))
+	}
+	for rcv.distinct() < 2 {
+		rcv.wait(t, h)
+	}
+	seen := map[string]bool{}
+	for _, g := range rcv.all() {
+		// At least once: the test clock's jumps can expire a delivery's
+		// lease mid-flight, and it is sent again; receivers deduplicate.
+		if id := g.header.Get("webhook-id"); !seen[id] {
+			seen[id] = true
+			var b struct{ Type string }
+			require.NoError(t, json.Unmarshal(g.body, &b))
+			types = append(types, b.Type)
+		}
+	}
+	// Deliveries are independent, so not ordered: each body's timestamp
+	// and the todo's attempts say which came first.
+	require.ElementsMatch(t, []string{switchboard.WebhookTodoFailed, switchboard.WebhookTodoDead}, types)
+}
+
+// deadDeliveries counts the dead-lettered deliveries in the audit log,
+// and those whose reason contains detail.
+func deadDeliveries(t *testing.T, h *harness, detail string) (dead, with int) {
+	evs, err := h.sb.Events(ctx, 0, 1000)
+	require.NoError(t, err)
+	for _, e := range evs {
+		if e.Type == switchboard.EventTodoDead && e.Queue == "~system/webhooks" {
+			dead++
+			if strings.Contains(e.Detail, detail) {
+				with++
+			}
+		}
+	}
+	return dead, with
+}
+
+// Destinations: only allowed origins, and no private addresses unless the
+// host allows them — checked on the address dialled, so a name resolving to
+// loopback is refused too; none of them is ever reached.
+func TestWebhookDestinations(t *testing.T) {
+	rcv := newReceiver(t, 0)
+	localhost := strings.Replace(rcv.srv.URL, "127.0.0.1", "localhost", 1)
+	wc := &switchboard.WebhookConfig{Key: webhookKey, Origins: []string{rcv.srv.URL, localhost}, AllowHTTP: true, MaxAttempts: 1}
+	h := newHarness(t, memoryStore(t))
+	_, cred, worker := hookHarness(t, h, wc, true)
+
+	_, _, err := h.sb.RegisterWebhook(ctx, cred, "http://elsewhere.example/h")
+	require.ErrorIs(t, err, switchboard.ErrForbidden, "an origin the host does not allow")
+	for _, u := range []string{"ftp://x/y", "http://user:pw@" + strings.TrimPrefix(rcv.srv.URL, "http://") + "/h", "/relative"} {
+		_, _, err = h.sb.RegisterWebhook(ctx, cred, u)
+		require.ErrorIs(t, err, switchboard.ErrInvalidArgument, u)
+	}
+	for _, u := range []string{rcv.srv.URL + "/h", localhost + "/h", rcv.srv.URL + "/3", rcv.srv.URL + "/4"} {
+		_, _, err := h.sb.RegisterWebhook(ctx, cred, u)
+		require.NoError(t, err, u)
+	}
+	_, _, err = h.sb.RegisterWebhook(ctx, cred, rcv.srv.URL+"/5")
+	require.ErrorIs(t, err, switchboard.ErrQuotaExceeded, "four per grant")
+
+	_, _, err = h.sb.CreateFor(ctx, cred, "inbox", switchboard.NewTodo{Kind: "k"})
+	require.NoError(t, err)
+	finishOne(t, h, worker, `{}`)
+	require.Eventually(t, func() bool { d, _ := deadDeliveries(t, h, ""); return d == 4 }, 20*time.Second, 20*time.Millisecond)
+	_, refused := deadDeliveries(t, h, "not a public address")
+	require.Equal(t, 4, refused)
+	require.Empty(t, rcv.all(), "a loopback destination was dialled")
+}
+
+// A redirect, to another origin or not, is never followed: the delivery
+// fails on the 3xx.
+func TestWebhookRedirectNotFollowed(t *testing.T) {
+	other := newReceiver(t, 0)
+	redirect := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, other.srv.URL+"/stolen", http.StatusTemporaryRedirect)
+	}))
+	t.Cleanup(redirect.Close)
+	h := newHarness(t, memoryStore(t))
+	_, cred, worker := hookHarness(t, h, &switchboard.WebhookConfig{Key: webhookKey, Origins: []string{redirect.URL}, AllowPrivate: true, AllowHTTP: true, MaxAttempts: 1}, true)
+	_, _, err := h.sb.RegisterWebhook(ctx, cred, redirect.URL+"/h")
+	require.NoError(t, err)
+	_, _, err = h.sb.CreateFor(ctx, cred, "inbox", switchboard.NewTodo{Kind: "k"})
+	require.NoError(t, err)
+	finishOne(t, h, worker, `{}`)
+	require.Eventually(t, func() bool { d, _ := deadDeliveries(t, h, ""); return d == 1 }, 20*time.Second, 20*time.Millisecond)
+	_, redirected := deadDeliveries(t, h, "HTTP 307")
+	require.Equal(t, 1, redirected)
+	require.Empty(t, other.all(), "a redirect was followed")
+}
+
+// Revoking the grant drops its webhooks and its undelivered deliveries in
+// the same act: nothing arrives after the revocation committed.
+func TestRevocationDropsWebhooks(t *testing.T) {
+	eachBackend(t, func(t *testing.T, h *harness) {
+		rcv := newReceiver(t, 0)
+		g, cred, worker := hookHarness(t, h, &switchboard.WebhookConfig{Key: webhookKey, Origins: []string{rcv.srv.URL}, AllowPrivate: true, AllowHTTP: true}, false)
+		_, _, err := h.sb.RegisterWebhook(ctx, cred, rcv.srv.URL+"/h")
+		require.NoError(t, err)
+		for range 3 {
+			_, _, err = h.sb.CreateFor(ctx, cred, "inbox", switchboard.NewTodo{Kind: "k"})
+			require.NoError(t, err)
+			finishOne(t, h, worker, `{}`)
+		}
+		require.NoError(t, h.sb.Revoke(ctx, h.alice, g.ID))
+		startRun(t, h) // the runner starts only now, with three deliveries queued
+		require.Eventually(t, func() bool {
+			evs, err := h.sb.Events(ctx, 0, 1000)
+			require.NoError(t, err)
+			n := 0
+			for _, e := range evs {
+				if e.Type == switchboard.EventTodoCancelled && e.Queue == "~system/webhooks" {
+					n++
+				}
+			}
+			return n == 3
+		}, 20*time.Second, 20*time.Millisecond)
+		time.Sleep(50 * time.Millisecond) // let a wrong delivery show up if there were one
+		require.Empty(t, rcv.all())
+		evs, err := h.sb.Events(ctx, 0, 1000)
+		require.NoError(t, err)
+		deleted := false
+		for _, e := range evs {
+			deleted = deleted || e.Type == switchboard.EventWebhookDeleted && e.Grant == g.ID
+		}
+		require.True(t, deleted, "the revocation deleted the webhook, in the audit log")
+	})
+}
+
+// Registering needs the verb; webhooks need the host's configuration.
+func TestWebhookNeedsVerbAndConfig(t *testing.T) {
+	h := newHarness(t, memoryStore(t))
+	_, cred := h.friend(h.alice, h.bob, "alice-bot", "bob-desk", scope("inbox", switchboard.VerbCreateFor))
+	_, _, err := h.sb.RegisterWebhook(ctx, cred, "https://hooks.example/h")
+	require.ErrorIs(t, err, switchboard.ErrNoWebhooks)
+	h2 := newHarness(t, memoryStore(t))
+	hookHarness(t, h2, &switchboard.WebhookConfig{Key: webhookKey, Origins: []string{"https://hooks.example"}}, false)
+	_, plain := h2.friend(h2.alice, h2.carol, "alice-bot", "carol-bot", scope("inbox", switchboard.VerbCreateFor))
+	_, _, err = h2.sb.RegisterWebhook(ctx, plain, "https://hooks.example/h")
+	require.ErrorIs(t, err, switchboard.ErrForbidden)
+	_, err = switchboard.New(memoryStore(t), &switchboard.Config{Webhooks: &switchboard.WebhookConfig{Key: []byte("short")}})
+	require.ErrorIs(t, err, switchboard.ErrInvalidArgument)
+}
+
+// The Standard Webhooks specification's own example signs as it says.
+func TestSignWebhookVector(t *testing.T) {
+	sig, err := switchboard.SignWebhook("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "msg_p5jXN8AQM9LWM0D4loKWxJek",
+		time.Unix(1614265330, 0), []byte(`{"test": 2432232314}`))
+	require.NoError(t, err)
+	require.Equal(t, "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=", sig)
+}
+
+// Deliveries verify with the Standard Webhooks reference library for
+// TypeScript, as a JavaScript receiver would check them; tampered bodies,
+// old timestamps and wrong secrets do not.
+func TestWebhooksVerifyInJavaScript(t *testing.T) {
+	if _, err := os.Stat("interop/js/node_modules/standardwebhooks"); err != nil {
+		t.Skip("npm standardwebhooks is not installed: run npm ci --prefix interop/js (CI does)")
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("node is not installed")
+	}
+	rcv := newReceiver(t, 0)
+	// The real clock: the JavaScript library checks timestamps against it.
+	h := newHarness(t, memoryStore(t))
+	sb, err := switchboard.New(h.st, &switchboard.Config{Issuers: []switchboard.Issuer{h.iss.Config()}, Quotas: testQuotas,
+		Webhooks: &switchboard.WebhookConfig{Key: webhookKey, Origins: []string{rcv.srv.URL}, AllowPrivate: true, AllowHTTP: true}})
+	require.NoError(t, err)
+	t.Cleanup(func() { sb.Close() })
+	h.sb = sb
+	_, cred := h.friend(h.alice, h.bob, "alice-bot", "bob-desk", scope("inbox", switchboard.VerbCreateFor, switchboard.VerbWebhook))
+	worker := h.worker(h.bob, "bob-desk", "inbox")
+	startRun(t, h)
+	_, secret, err := sb.RegisterWebhook(ctx, cred, rcv.srv.URL+"/h")
+	require.NoError(t, err)
+	_, _, err = sb.CreateFor(ctx, cred, "inbox", switchboard.NewTodo{Kind: "k"})
+	require.NoError(t, err)
+	_, l, err := sb.Claim(ctx, worker, "inbox", nil)
+	require.NoError(t, err)
+	require.NoError(t, sb.Complete(ctx, worker, l, []byte(`{"n":1}`)))
+	select {
+	case <-rcv.arrived:
+	case <-time.After(20 * time.Second):
+		t.Fatal("no delivery")
+	}
+	got := rcv.all()[0]
+	hdr := func(h http.Header) map[string]string {
+		return map[string]string{"webhook-id": h.Get("webhook-id"), "webhook-timestamp": h.Get("webhook-timestamp"), "webhook-signature": h.Get("webhook-signature")}
+	}
+	oldTS := time.Now().Add(-time.Hour)
+	oldSig, err := switchboard.SignWebhook(secret, got.header.Get("webhook-id"), oldTS, got.body)
+	require.NoError(t, err)
+	old := hdr(got.header)
+	old["webhook-timestamp"], old["webhook-signature"] = itoa(oldTS.Unix()), oldSig
+	type delivery struct {
+		Name    string            `json:"name"`
+		Secret  string            `json:"secret,omitempty"`
+		Headers map[string]string `json:"headers"`
+		Body    string            `json:"body"`
+	}
+	in, err := json.Marshal(map[string]any{"secret": secret, "deliveries": []delivery{
+		{Name: "real", Headers: hdr(got.header), Body: string(got.body)},
+		{Name: "tampered", Headers: hdr(got.header), Body: strings.Replace(string(got.body), `"n":1`, `"n":2`, 1)},
+		{Name: "old", Headers: old, Body: string(got.body)},
+		{Name: "wrong secret", Secret: "whsec_" + "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=", Headers: hdr(got.header), Body: string(got.body)},
+	}})
+	require.NoError(t, err)
+	cmd := exec.Command(node, "interop/js/verify-webhooks.mjs")
+	cmd.Stdin = bytes.NewReader(in)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	require.NoError(t, err)
+	var res map[string]string
+	require.NoError(t, json.Unmarshal(out, &res))
+	require.Equal(t, "ok", res["real"], res)
+	for _, bad := range []string{"tampered", "old", "wrong secret"} {
+		require.True(t, strings.HasPrefix(res[bad], "refused"), "%s: %s", bad, res[bad])
+	}
+}
+
+func itoa(n int64) string { b, _ := json.Marshal(n); return string(b) }
