@@ -450,17 +450,21 @@ func (s *Switchboard) deliverLoop(ctx context.Context) {
 		var batch []Claimed
 		err := s.updateLocked(ctx, func(t *txn) error {
 			var err error
-			batch, err = s.claimIn(t, systemGrant, webhookQueue, 8, lease)
+			batch, err = s.claimIn(t, systemGrant, webhookQueue, deliveryBatch, lease)
 			return err
 		})
 		if err != nil && ctx.Err() == nil {
 			s.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "switchboard: claiming webhook deliveries failed", slog.String("error", err.Error()))
 		}
+		outcomes := make([]deliveryOutcome, len(batch))
 		var wg sync.WaitGroup
-		for _, cl := range batch {
-			wg.Go(func() { s.deliver(ctx, cl) })
+		for i, cl := range batch {
+			wg.Go(func() { outcomes[i] = s.deliver(ctx, cl) })
 		}
 		wg.Wait()
+		if len(batch) > 0 {
+			s.endDeliveries(ctx, batch, outcomes)
+		}
 		if len(batch) > 0 {
 			continue
 		}
@@ -472,8 +476,19 @@ func (s *Switchboard) deliverLoop(ctx context.Context) {
 	}
 }
 
-// deliver sends one delivery and records the outcome.
-func (s *Switchboard) deliver(ctx context.Context, cl Claimed) {
+// deliveryBatch is how many deliveries the loop claims, sends at once and
+// records in one transaction.
+const deliveryBatch = 16
+
+// deliveryOutcome is how one attempt went: done, cancelled (the webhook or
+// its grant is gone) or attemptFailed, with the reason.
+type deliveryOutcome struct {
+	state  TodoState
+	reason string
+}
+
+// deliver sends one delivery and says how it went.
+func (s *Switchboard) deliver(ctx context.Context, cl Claimed) deliveryOutcome {
 	var d delivery
 	var w Webhook
 	err := json.Unmarshal(cl.Todo.Payload, &d)
@@ -494,20 +509,18 @@ func (s *Switchboard) deliver(ctx context.Context, cl Claimed) {
 	}
 	if err != nil {
 		// The webhook was deleted, or its grant revoked: drop it.
-		s.endDelivery(ctx, cl, TodoCancelled, "webhook gone: "+err.Error())
-		return
+		return deliveryOutcome{TodoCancelled, "webhook gone: " + err.Error()}
 	}
 	actx, cancel := context.WithTimeout(ctx, s.cfg.Webhooks.Timeout)
 	defer cancel()
 	status, err := s.send(actx, w, cl.Todo.ID, d.Body)
 	switch {
 	case err == nil && status/100 == 2:
-		s.endDelivery(ctx, cl, TodoDone, "")
+		return deliveryOutcome{TodoDone, ""}
 	case err != nil:
-		s.endDelivery(ctx, cl, attemptFailed, err.Error())
-	default:
-		s.endDelivery(ctx, cl, attemptFailed, "HTTP "+strconv.Itoa(status))
+		return deliveryOutcome{attemptFailed, err.Error()}
 	}
+	return deliveryOutcome{attemptFailed, "HTTP " + strconv.Itoa(status)}
 }
 
 // send POSTs the body to the webhook, signed, and returns the status.
@@ -535,37 +548,50 @@ func (s *Switchboard) send(ctx context.Context, w Webhook, id string, body []byt
 	return resp.StatusCode, nil
 }
 
-// endDelivery records a delivery's outcome under its lease: done,
-// cancelled, or failed (queued again after backoff, dead after the last
-// attempt). A lost lease changes nothing (another runner has it).
-func (s *Switchboard) endDelivery(ctx context.Context, cl Claimed, state TodoState, reason string) {
-	reason = clipReason(reason)
+// endDeliveries records the outcomes of a batch under their leases, in
+// one transaction: done, cancelled, or failed (queued again after backoff,
+// dead after the last attempt). A lost lease changes nothing (the lease ran
+// out and the delivery is someone else's now).
+func (s *Switchboard) endDeliveries(ctx context.Context, batch []Claimed, outcomes []deliveryOutcome) {
 	err := s.update(ctx, func(t *txn) error {
-		r, err := t.todo(cl.Todo.ID)
-		if err != nil {
-			return err
+		for i, cl := range batch {
+			if err := t.endDelivery(cl, outcomes[i].state, clipReason(outcomes[i].reason)); err != nil {
+				return err
+			}
 		}
-		if r.State != TodoLeased || subtle.ConstantTimeCompare([]byte(r.LeaseToken), []byte(cl.Lease.Token)) != 1 {
-			return nil
-		}
-		switch state {
-		case TodoDone:
-			return t.endTodo(r, TodoDone, AttemptCompleted, systemActor, "")
-		case TodoCancelled:
-			return t.endTodo(r, TodoCancelled, AttemptCancelled, systemActor, reason)
-		}
-		r.Error = reason
-		if r.Attempts >= r.MaxAttempts {
-			return t.endTodo(r, TodoDead, AttemptFailed, systemActor, reason)
-		}
-		if err := t.requeue(r, t.now.Add(backoff(r.Attempts)), AttemptFailed, reason); err != nil {
-			return err
-		}
-		return t.emit(Event{Type: EventTodoFailed, Actor: systemActor, Grant: r.Origin.Grant, Todo: r.ID, Queue: r.address(), Detail: reason})
+		return nil
 	})
 	if err != nil && ctx.Err() == nil {
-		s.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "switchboard: recording a webhook delivery failed", slog.String("todo", cl.Todo.ID), slog.String("error", err.Error()))
+		s.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "switchboard: recording webhook deliveries failed; they are sent again when their leases end",
+			slog.Int("deliveries", len(batch)), slog.String("error", err.Error()))
 	}
+}
+
+func (t *txn) endDelivery(cl Claimed, state TodoState, reason string) error {
+	r, err := t.todo(cl.Todo.ID)
+	if isNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if r.State != TodoLeased || subtle.ConstantTimeCompare([]byte(r.LeaseToken), []byte(cl.Lease.Token)) != 1 {
+		return nil
+	}
+	switch state {
+	case TodoDone:
+		return t.endTodo(r, TodoDone, AttemptCompleted, systemActor, "")
+	case TodoCancelled:
+		return t.endTodo(r, TodoCancelled, AttemptCancelled, systemActor, reason)
+	}
+	r.Error = reason
+	if r.Attempts >= r.MaxAttempts {
+		return t.endTodo(r, TodoDead, AttemptFailed, systemActor, reason)
+	}
+	if err := t.requeue(r, t.now.Add(backoff(r.Attempts)), AttemptFailed, reason); err != nil {
+		return err
+	}
+	return t.emit(Event{Type: EventTodoFailed, Actor: systemActor, Grant: r.Origin.Grant, Todo: r.ID, Queue: r.address(), Detail: reason})
 }
 
 // attemptFailed is no todo state: it tells endDelivery the attempt failed.

@@ -20,7 +20,10 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -101,7 +104,7 @@ func main() {
 		fn   func()
 	}{
 		{"raw", b.raw}, {"create", b.create}, {"lifecycle", b.lifecycle},
-		{"claim", b.claim}, {"token", b.token}, {"size", b.size}, {"proof", b.proof},
+		{"webhook", b.webhook}, {"claim", b.claim}, {"token", b.token}, {"size", b.size}, {"proof", b.proof},
 	}
 	for _, g := range groups {
 		if *only != "" && *only != g.name {
@@ -259,6 +262,9 @@ func newSetup(st store.Store, cfg switchboard.Config) *setup {
 		must(err)
 	}
 	scope := switchboard.Scope{{Queue: "inbox", Verbs: []switchboard.Verb{switchboard.VerbCreateFor}}}
+	if cfg.Webhooks != nil {
+		scope[0].Verbs = append(scope[0].Verbs, switchboard.VerbWebhook)
+	}
 	secret, pickup := switchboard.NewPickup()
 	req := switchboard.FriendRequest{From: "alice-bot", To: "bob-desk", Scope: scope, Why: "bench", Pickup: pickup}
 	req.IDToken = iss.RequestToken("alice", req, clk.Now())
@@ -325,6 +331,36 @@ func (b *bench) lifecycle() {
 	base, v, ratio = paired(r.put1, func(d time.Duration) float64 { return s.work(d, 1, 0) })
 	addPaired("drain, 1 worker (Work)", v, "todos/s", "one-Put Update", base, ratio, "≥ 0.45×")
 	must(st.Close())
+}
+
+// webhook measures the lifecycle with a webhook registered for every
+// todo the creators make — each completion queues a delivery in its
+// transaction, and Run's delivery loop POSTs it to a local receiver
+// meanwhile — paired with the same lifecycle without webhooks.
+func (b *bench) webhook() {
+	var delivered atomic.Int64
+	rcv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		delivered.Add(1)
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer rcv.Close()
+	plainSt := b.openBolt(nil)
+	plain := newSetup(plainSt, switchboard.Config{})
+	hookSt := b.openBolt(nil)
+	hooked := newSetup(hookSt, switchboard.Config{Webhooks: &switchboard.WebhookConfig{
+		Key: make([]byte, 32), Origins: []string{rcv.URL}, AllowHTTP: true, AllowPrivate: true}})
+	_, _, err := hooked.sb.RegisterWebhook(ctx, hooked.friend, rcv.URL+"/hook")
+	must(err)
+	rctx, stop := context.WithCancel(ctx)
+	ran := make(chan struct{})
+	go func() { defer close(ran); _ = hooked.sb.Run(rctx) }()
+	base, v, ratio := paired(func(d time.Duration) float64 { return plain.work(d, 16, 16) }, func(d time.Duration) float64 { return hooked.work(d, 16, 16) })
+	stop()
+	<-ran
+	addPaired(fmt.Sprintf("lifecycle with a webhook on every todo (%d delivered meanwhile)", delivered.Load()), v, "todos/s", "lifecycle without", base, ratio, "≥ 0.7×")
+	must(plainSt.Close())
+	must(hookSt.Close())
 }
 
 // work runs Work with the given concurrency for d while creators
