@@ -251,7 +251,10 @@ func (t *txn) insertTodo(r todoRec, actor string, byGrant bool) (*todoRec, error
 			return nil, err
 		}
 	}
-	return &r, t.emit(Event{Type: EventTodoCreated, Actor: actor, Persona: r.Origin.Agent, Edge: r.Origin.Edge, Grant: r.Origin.Grant, Todo: r.ID, Queue: r.address()})
+	if err := t.emit(Event{Type: EventTodoCreated, Actor: actor, Persona: r.Origin.Agent, Edge: r.Origin.Edge, Grant: r.Origin.Grant, Todo: r.ID, Queue: r.address()}); err != nil {
+		return nil, err
+	}
+	return &r, t.notifyArrival(&r)
 }
 
 // The todo index (table tIdx) holds every secondary index of todos in one

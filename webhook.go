@@ -20,6 +20,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -63,10 +64,13 @@ type WebhookConfig struct {
 
 // Webhook is a registered destination.
 type Webhook struct {
-	ID        string    `json:"id"`                  // its id; also what its secret is derived from
-	Grant     string    `json:"grant"`               // the grant that registered it
-	Holder    string    `json:"holder"`              // that grant's agent
-	URL       string    `json:"url"`                 // where deliveries go
+	ID     string `json:"id"`     // its id; also what its secret is derived from
+	Grant  string `json:"grant"`  // the grant that registered it
+	Holder string `json:"holder"` // that grant's agent
+	URL    string `json:"url"`    // where deliveries go
+	// Arrivals are the queues whose new todos it is told of
+	// (todo.created), for a queue owner's own agent; see RegisterWebhook.
+	Arrivals  []string  `json:"arrivals,omitempty"`
 	CreatedAt time.Time `json:"created_at,omitzero"` // when it was registered
 }
 
@@ -76,11 +80,13 @@ const (
 	WebhookTodoFailed    = "todo.failed"    // an attempt failed; the todo is queued again
 	WebhookTodoDead      = "todo.dead"      // out of attempts
 	WebhookTodoCancelled = "todo.cancelled" // cancelled (by the queue's owner, or a revocation)
+	WebhookTodoCreated   = "todo.created"   // a todo arrived in a queue the webhook watches (Arrivals)
 )
 
 const (
 	tWebhooks       = "webhooks"      // webhook id → Webhook
 	tWebhookByGrant = "webhook_grant" // grant id \x00 webhook id → ""
+	tWebhookByQueue = "webhook_queue" // queue key \x00 webhook id → "": arrivals watched
 	// webhookQueue is the system queue of deliveries: its queue key is no
 	// persona's ("p:") nor human's ("h:").
 	webhookQueue    = "s:webhooks"
@@ -209,7 +215,13 @@ func (s *Switchboard) checkWebhookURL(raw string) (string, error) {
 // stores no secret (it is derived from WebhookConfig.Key). Deliveries carry
 // the Standard Webhooks headers; receivers check them with VerifyWebhook
 // or any Standard Webhooks library.
-func (s *Switchboard) RegisterWebhook(ctx context.Context, c Credential, rawURL string) (Webhook, string, error) {
+//
+// arrivals names queues whose every new todo (todo.created) the webhook is
+// told of too — work arriving for an agent that holds no blocking claim.
+// Only a queue owner's own agent may watch a queue: a Vend grant whose
+// holder is the queue's persona, holding VerbWebhook on it; anyone else's
+// request is ErrForbidden.
+func (s *Switchboard) RegisterWebhook(ctx context.Context, c Credential, rawURL string, arrivals ...string) (Webhook, string, error) {
 	fail := func(err error) (Webhook, string, error) {
 		return Webhook{}, "", fmt.Errorf("switchboard: register webhook: %w", err)
 	}
@@ -237,11 +249,24 @@ func (s *Switchboard) RegisterWebhook(ctx context.Context, c Credential, rawURL 
 			return fmt.Errorf("%w: the grant holds %d webhooks, limit %d", ErrQuotaExceeded, n, s.cfg.Webhooks.PerGrant)
 		}
 		w = Webhook{ID: newID("whk"), Grant: g.ID, Holder: g.Holder, URL: u, CreatedAt: t.now}
+		for _, q := range arrivals {
+			if g.EdgeID != "" || g.Holder != g.Target || !g.Scope.Allows(q, VerbWebhook) || q == ApprovalsQueue {
+				return fmt.Errorf("%w: only the queue owner's own agent, holding %s on it, may watch queue %q", ErrForbidden, VerbWebhook, q)
+			}
+			if !slices.Contains(w.Arrivals, q) {
+				w.Arrivals = append(w.Arrivals, q)
+			}
+		}
 		if err := t.put(tWebhooks, w.ID, w); err != nil {
 			return err
 		}
 		if err := t.putRaw(tWebhookByGrant, g.ID+sep+w.ID, ""); err != nil {
 			return err
+		}
+		for _, q := range w.Arrivals {
+			if err := t.putRaw(tWebhookByQueue, queueKey(&g.Grant, q)+sep+w.ID, ""); err != nil {
+				return err
+			}
 		}
 		return t.emit(Event{Type: EventWebhookRegistered, Actor: agentActor(g.Holder), Persona: g.Holder, Grant: g.ID, Detail: w.ID})
 	})
@@ -327,6 +352,11 @@ func (t *txn) dropWebhook(w Webhook, actor string) error {
 	if err := t.del(tWebhooks, w.ID); err != nil {
 		return err
 	}
+	for _, q := range w.Arrivals {
+		if err := t.del(tWebhookByQueue, "p:"+w.Holder+"/"+q+sep+w.ID); err != nil {
+			return err
+		}
+	}
 	if err := t.del(tWebhookByGrant, w.Grant+sep+w.ID); err != nil {
 		return err
 	}
@@ -374,18 +404,58 @@ func (t *txn) notifyWebhooks(r *todoRec, typ string) error {
 		return err
 	}
 	for _, w := range ws {
-		p, err := json.Marshal(delivery{Webhook: w.ID, Type: typ, Body: body})
-		if err != nil {
-			return err
-		}
-		if _, err := t.insertTodo(todoRec{Todo: Todo{
-			Queue: webhookQueue, Kind: webhookKind, Payload: p, MaxAttempts: t.hookAttempts,
-			Origin: Origin{Agent: g.Holder, Grant: g.ID, Edge: g.EdgeID},
-		}, QueueKey: webhookQueue}, systemActor, true); err != nil {
+		if err := t.queueDelivery(w, typ, body); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// notifyArrival queues a delivery of a new todo to each webhook watching
+// its queue, in the transaction that created it.
+func (t *txn) notifyArrival(r *todoRec) error {
+	if !t.hooks || r.QueueKey == webhookQueue {
+		return nil
+	}
+	prefix := r.QueueKey + sep
+	if !t.anyIn(tWebhookByQueue, []byte(prefix), prefixEnd(prefix)) {
+		return nil
+	}
+	var ids []string
+	if err := t.scanPrefix(tWebhookByQueue, prefix, func(k, _ string) (bool, error) {
+		ids = append(ids, k[len(prefix):])
+		return true, nil
+	}); err != nil {
+		return err
+	}
+	body, err := json.Marshal(map[string]any{"type": WebhookTodoCreated, "timestamp": t.now.Format(time.RFC3339Nano), "data": map[string]any{"todo": r.Todo}})
+	if err != nil {
+		return err
+	}
+	for _, id := range ids {
+		var w Webhook
+		if err := t.get(tWebhooks, id, &w, "webhook"); err != nil {
+			return err
+		}
+		if err := t.queueDelivery(w, WebhookTodoCreated, body); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// queueDelivery inserts one delivery of body to w: a todo of the system
+// queue, attributed to w's grant (so revoking it cancels the delivery).
+func (t *txn) queueDelivery(w Webhook, typ string, body []byte) error {
+	p, err := json.Marshal(delivery{Webhook: w.ID, Type: typ, Body: body})
+	if err != nil {
+		return err
+	}
+	_, err = t.insertTodo(todoRec{Todo: Todo{
+		Queue: webhookQueue, Kind: webhookKind, Payload: p, MaxAttempts: t.hookAttempts,
+		Origin: Origin{Agent: w.Holder, Grant: w.Grant},
+	}, QueueKey: webhookQueue}, systemActor, true)
+	return err
 }
 
 // SignWebhook is the Standard Webhooks signature of a delivery: "v1," and

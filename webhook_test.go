@@ -436,3 +436,42 @@ func TestWebhooksVerifyInJavaScript(t *testing.T) {
 }
 
 func itoa(n int64) string { b, _ := json.Marshal(n); return string(b) }
+
+// A queue owner's own agent may watch its queue for arrivals: every new
+// todo is pushed to it (todo.created), so it need not hold a blocking
+// claim. A friend may not watch, and revoking the owner's grant stops it.
+func TestWebhookArrivals(t *testing.T) {
+	eachBackend(t, func(t *testing.T, h *harness) {
+		rcv := newReceiver(t, 0)
+		_, cred, _ := hookHarness(t, h, &switchboard.WebhookConfig{Key: webhookKey, Origins: []string{rcv.srv.URL}, AllowPrivate: true, AllowHTTP: true}, true)
+		_, _, err := h.sb.RegisterWebhook(ctx, cred, rcv.srv.URL+"/h", "inbox")
+		require.ErrorIs(t, err, switchboard.ErrForbidden, "a friend watching bob's queue")
+		og, owner, err := h.sb.Vend(ctx, h.bob, switchboard.VendRequest{Agent: "bob-desk", Scope: scope("inbox", switchboard.VerbClaim, switchboard.VerbWebhook)})
+		require.NoError(t, err)
+		_, _, err = h.sb.RegisterWebhook(ctx, owner, rcv.srv.URL+"/h", "billing")
+		require.ErrorIs(t, err, switchboard.ErrForbidden, "a queue outside its grant")
+		w, secret, err := h.sb.RegisterWebhook(ctx, owner, rcv.srv.URL+"/arrivals", "inbox")
+		require.NoError(t, err)
+		require.Equal(t, []string{"inbox"}, w.Arrivals)
+
+		td, _, err := h.sb.CreateFor(ctx, cred, "inbox", switchboard.NewTodo{Kind: "invoice", Title: "April"})
+		require.NoError(t, err)
+		rcv.wait(t, h)
+		got := rcv.all()[0]
+		_, err = switchboard.VerifyWebhook(secret, got.header, got.body, h.clock.Now(), 0)
+		require.NoError(t, err)
+		var b struct {
+			Type string
+			Data struct{ Todo switchboard.Todo }
+		}
+		require.NoError(t, json.Unmarshal(got.body, &b))
+		require.Equal(t, switchboard.WebhookTodoCreated, b.Type)
+		require.Equal(t, td.ID, b.Data.Todo.ID)
+
+		require.NoError(t, h.sb.Revoke(ctx, h.bob, og.ID))
+		_, _, err = h.sb.CreateFor(ctx, cred, "inbox", switchboard.NewTodo{Kind: "invoice"})
+		require.NoError(t, err)
+		time.Sleep(100 * time.Millisecond)
+		require.Len(t, rcv.all(), 1, "nothing arrives for a revoked grant's webhook")
+	})
+}

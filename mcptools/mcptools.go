@@ -72,19 +72,20 @@ var tools = []tool{
 	{"complete", switchboard.VerbComplete, "Finish a leased todo, recording its result.", completeSchemas, (*handlers).complete},
 	{"fail", switchboard.VerbFail, "Give up on a leased todo; it is retried with backoff until its max attempts, then dead-lettered.", failSchemas, (*handlers).fail},
 	{"release", switchboard.VerbRelease, "Hand a leased todo back unfinished, without counting a failure.", releaseSchemas, (*handlers).release},
-	{"register_webhook", switchboard.VerbWebhook, "Register an HTTPS URL to be told how the todos this grant creates end (completed with the result, failed, dead, cancelled), signed per Standard Webhooks. Returns the signing secret, this once.", registerWebhookSchemas, (*handlers).registerWebhook},
+	{"register_webhook", switchboard.VerbWebhook, "Register an HTTPS URL to be told how the todos this grant creates end (completed with the result, failed, dead, cancelled), signed per Standard Webhooks; a queue owner's own agent may also watch its queues for new todos (arrivals). Returns the signing secret, this once.", registerWebhookSchemas, (*handlers).registerWebhook},
 	{"list_webhooks", switchboard.VerbWebhook, "List this grant's webhooks (without their secrets).", listWebhooksSchemas, (*handlers).listWebhooks},
 	{"delete_webhook", switchboard.VerbWebhook, "Delete one of this grant's webhooks; its undelivered deliveries are dropped.", deleteWebhookSchemas, (*handlers).deleteWebhook},
 }
 
 func (h *handlers) registerWebhook(ctx context.Context, cred switchboard.Credential, args []byte) (any, error) {
 	var a struct {
-		URL string `json:"url"`
+		URL      string   `json:"url"`
+		Arrivals []string `json:"arrivals,omitempty"`
 	}
 	if err := switchboard.DecodeJSON(args, &a); err != nil {
 		return nil, err
 	}
-	w, secret, err := h.sb.RegisterWebhook(ctx, cred, a.URL)
+	w, secret, err := h.sb.RegisterWebhook(ctx, cred, a.URL, a.Arrivals...)
 	if err != nil {
 		return nil, err
 	}

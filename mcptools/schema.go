@@ -145,13 +145,17 @@ func webhook() *jsonschema.Schema {
 		"grant":      str("the grant that registered it"),
 		"holder":     str("that grant's agent"),
 		"url":        str("where deliveries go"),
+		"arrivals":   {Type: "array", Items: str("a queue"), Description: "the queues it watches for new todos"},
 		"created_at": timestamp("when it was registered"),
 	}, "id", "url")
 }
 
 // registerWebhookSchemas are the input and output schemas of register_webhook.
 var registerWebhookSchemas = [2]*jsonschema.Schema{
-	input(map[string]*jsonschema.Schema{"url": str("the https URL deliveries are POSTed to; its origin must be one the host allows")}, "url"),
+	input(map[string]*jsonschema.Schema{
+		"url":      str("the https URL deliveries are POSTed to; its origin must be one the host allows"),
+		"arrivals": {Type: "array", Items: str("a queue"), Description: "queues whose new todos to be told of (todo.created): only for the queue owner's own agent"},
+	}, "url"),
 	output(map[string]*jsonschema.Schema{"webhook": webhook(), "secret": str("the signing secret (whsec_…), shown this once")}, "webhook", "secret"),
 }
 
