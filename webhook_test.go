@@ -475,3 +475,34 @@ func TestWebhookArrivals(t *testing.T) {
 		require.Len(t, rcv.all(), 1, "nothing arrives for a revoked grant's webhook")
 	})
 }
+
+// A delivery out of attempts is dead; once the receiver is fixed, the
+// webhook's grant redrives it and it arrives. Delivered and dead
+// deliveries are purged with the todos' retention.
+func TestWebhookRedriveAndRetention(t *testing.T) {
+	rcv := newReceiver(t, 1) // the first attempt fails
+	h := newHarness(t, memoryStore(t))
+	_, cred, worker := hookHarness(t, h, &switchboard.WebhookConfig{Key: webhookKey, Origins: []string{rcv.srv.URL}, AllowPrivate: true, AllowHTTP: true, MaxAttempts: 1}, true)
+	w, _, err := h.sb.RegisterWebhook(ctx, cred, rcv.srv.URL+"/h")
+	require.NoError(t, err)
+	_, _, err = h.sb.CreateFor(ctx, cred, "inbox", switchboard.NewTodo{Kind: "k"})
+	require.NoError(t, err)
+	finishOne(t, h, worker, `{}`)
+	rcv.wait(t, h)
+	require.Eventually(t, func() bool { d, _ := deadDeliveries(t, h, "HTTP 500"); return d == 1 }, 20*time.Second, 10*time.Millisecond)
+	n, err := h.sb.RedriveWebhook(ctx, worker, w.ID)
+	require.ErrorIs(t, err, switchboard.ErrNotFound, "another grant's webhook")
+	require.Zero(t, n)
+	n, err = h.sb.RedriveWebhook(ctx, cred, w.ID)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	rcv.wait(t, h)
+	require.Len(t, rcv.all(), 2)
+	require.Equal(t, rcv.all()[0].header.Get("webhook-id"), rcv.all()[1].header.Get("webhook-id"), "the same delivery, again")
+
+	// Past the retention, Reap purges the ended deliveries too.
+	h.clock.Advance(8 * 24 * time.Hour)
+	st, err := h.sb.Reap(ctx)
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, st.TodosPurged, 2, "the todo and its delivery")
+}

@@ -74,6 +74,7 @@ var tools = []tool{
 	{"release", switchboard.VerbRelease, "Hand a leased todo back unfinished, without counting a failure.", releaseSchemas, (*handlers).release},
 	{"register_webhook", switchboard.VerbWebhook, "Register an HTTPS URL to be told how the todos this grant creates end (completed with the result, failed, dead, cancelled), signed per Standard Webhooks; a queue owner's own agent may also watch its queues for new todos (arrivals). Returns the signing secret, this once.", registerWebhookSchemas, (*handlers).registerWebhook},
 	{"list_webhooks", switchboard.VerbWebhook, "List this grant's webhooks (without their secrets).", listWebhooksSchemas, (*handlers).listWebhooks},
+	{"redrive_webhook", switchboard.VerbWebhook, "Send a webhook's dead deliveries again (after fixing the receiver), attempts reset.", redriveWebhookSchemas, (*handlers).redriveWebhook},
 	{"delete_webhook", switchboard.VerbWebhook, "Delete one of this grant's webhooks; its undelivered deliveries are dropped.", deleteWebhookSchemas, (*handlers).deleteWebhook},
 }
 
@@ -110,6 +111,22 @@ func (h *handlers) listWebhooks(ctx context.Context, cred switchboard.Credential
 	return struct {
 		Webhooks []switchboard.Webhook `json:"webhooks"`
 	}{ws}, nil
+}
+
+func (h *handlers) redriveWebhook(ctx context.Context, cred switchboard.Credential, args []byte) (any, error) {
+	var a struct {
+		ID string `json:"id"`
+	}
+	if err := switchboard.DecodeJSON(args, &a); err != nil {
+		return nil, err
+	}
+	n, err := h.sb.RedriveWebhook(ctx, cred, a.ID)
+	if err != nil {
+		return nil, err
+	}
+	return struct {
+		Redriven int `json:"redriven"`
+	}{n}, nil
 }
 
 func (h *handlers) deleteWebhook(ctx context.Context, cred switchboard.Credential, args []byte) (any, error) {

@@ -158,7 +158,7 @@ func TestDrainTools(t *testing.T) {
 	srv := httptest.NewServer(mcptools.Handler(k.SB, &mcptools.Options{MaxWait: 2 * time.Second}))
 	t.Cleanup(srv.Close) // after the sessions close (cleanups run last first)
 	s := connect(t, srv.URL, w)
-	assert.Equal(t, []string{"claim", "complete", "create_for", "delete_webhook", "fail", "get_todo", "heartbeat", "list_todos", "list_webhooks", "register_webhook", "release"}, toolNames(t, s))
+	assert.Equal(t, []string{"claim", "complete", "create_for", "delete_webhook", "fail", "get_todo", "heartbeat", "list_todos", "list_webhooks", "redrive_webhook", "register_webhook", "release"}, toolNames(t, s))
 
 	out, _ := call(t, s, "claim", map[string]any{"queue": "inbox"})
 	assert.Equal(t, map[string]any{"empty": true}, out)

@@ -167,3 +167,7 @@ var listWebhooksSchemas = [2]*jsonschema.Schema{
 
 // deleteWebhookSchemas are the input and output schemas of delete_webhook.
 var deleteWebhookSchemas = [2]*jsonschema.Schema{input(map[string]*jsonschema.Schema{"id": str("the webhook's id")}, "id"), okOutput}
+
+// redriveWebhookSchemas are the input and output schemas of redrive_webhook.
+var redriveWebhookSchemas = [2]*jsonschema.Schema{input(map[string]*jsonschema.Schema{"id": str("the webhook's id")}, "id"),
+	output(map[string]*jsonschema.Schema{"redriven": integer("how many dead deliveries were queued again")}, "redriven")}
