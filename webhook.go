@@ -49,9 +49,10 @@ type WebhookConfig struct {
 	AllowPrivate bool
 	// AllowHTTP allows http:// destinations; otherwise only https://.
 	AllowHTTP bool
-	// Client sends deliveries. Its Transport, if an *http.Transport (or
-	// nil), is cloned and given the address check; redirects are never
-	// followed. Nil: a default client.
+	// Client sends deliveries. Its Transport must be an *http.Transport
+	// (or nil; any RoundTripper with AllowPrivate): it is cloned and given
+	// the address check. Redirects are never followed. Nil: a default
+	// client.
 	Client *http.Client
 	// MaxAttempts bounds the attempts of one delivery before it is dead
 	// (the webhook's grant sends its dead deliveries again with
@@ -132,6 +133,11 @@ func (c *WebhookConfig) withDefaults() (*WebhookConfig, error) {
 	}
 	if o.PerGrant <= 0 {
 		o.PerGrant = 4
+	}
+	if o.Client != nil && o.Client.Transport != nil && !o.AllowPrivate {
+		if _, ok := o.Client.Transport.(*http.Transport); !ok {
+			return nil, invalid("WebhookConfig.Client's Transport is a %T: the check that deliveries go to public addresses needs an *http.Transport (or nil), unless AllowPrivate", o.Client.Transport)
+		}
 	}
 	o.Client = safeClient(o.Client, o.AllowPrivate)
 	return &o, nil

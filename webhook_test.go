@@ -356,6 +356,11 @@ func TestWebhookNeedsVerbAndConfig(t *testing.T) {
 	require.ErrorIs(t, err, switchboard.ErrForbidden)
 	_, err = switchboard.New(memoryStore(t), &switchboard.Config{Webhooks: &switchboard.WebhookConfig{Key: []byte("short")}})
 	require.ErrorIs(t, err, switchboard.ErrInvalidArgument)
+	// A transport the address check cannot be put into is refused, not
+	// trusted silently.
+	_, err = switchboard.New(memoryStore(t), &switchboard.Config{Webhooks: &switchboard.WebhookConfig{Key: webhookKey,
+		Client: &http.Client{Transport: roundTripper(func(*http.Request) (*http.Response, error) { return nil, io.EOF })}}})
+	require.ErrorIs(t, err, switchboard.ErrInvalidArgument)
 }
 
 // The Standard Webhooks specification's own example signs as it says.
@@ -506,3 +511,7 @@ func TestWebhookRedriveAndRetention(t *testing.T) {
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, st.TodosPurged, 2, "the todo and its delivery")
 }
+
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
