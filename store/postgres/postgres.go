@@ -1071,8 +1071,8 @@ func (s *Store) listen(ctx context.Context, first chan struct{}) {
 }
 
 // listenOnce listens on one connection until it fails. Once LISTEN is in
-// place it calls listening and tells every watcher to re-check
-// (store.Resync): whatever was notified before was not heard here.
+// place it tells every watcher to re-check (store.Resync): whatever was
+// notified before was not heard here; then it calls listening.
 func (s *Store) listenOnce(ctx context.Context, listening func()) error {
 	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
 	if err != nil {
@@ -1082,8 +1082,11 @@ func (s *Store) listenOnce(ctx context.Context, listening func()) error {
 	if _, err := conn.Exec(ctx, `LISTEN `+s.channel); err != nil {
 		return err
 	}
-	listening()
+	// Resync first, then say LISTEN is in place: Open returns on the
+	// first attempt's listening, so a watcher registered after Open never
+	// gets that first, empty resync.
 	s.deliver(store.Resync)
+	listening()
 	for {
 		n, err := conn.WaitForNotification(ctx)
 		if err != nil {
