@@ -288,6 +288,7 @@ func FuzzStoredTodo(f *testing.F) {
 		for _, n := range []sb.NewTodo{
 			{Kind: "k"},
 			{Kind: "invoice.review", Title: "Review", Payload: []byte(`{"n":1}`), Priority: -3, DedupKey: "d", MaxAttempts: 2},
+			{Kind: "traced", Trace: sb.Trace{Parent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", State: "k=v"}}, // format V2
 		} {
 			td, _, err := h.sb.CreateFor(ctx, cred, "inbox", n)
 			require.NoError(f, err)

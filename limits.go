@@ -115,6 +115,9 @@ func (s *Switchboard) validateNewTodo(n NewTodo) error {
 	if n.MaxAttempts < 0 || n.MaxAttempts > 100 {
 		return invalid("max attempts %d outside 0..100", n.MaxAttempts)
 	}
+	if err := n.Trace.validate(); err != nil {
+		return err
+	}
 	return checkTime("not before", n.NotBefore)
 }
 

@@ -22,8 +22,9 @@ import (
 // under it (idxClaimed), so List through it reads its own todos only. 4:
 // the audit log a Merkle tree (auditlog.go) instead of a hash chain. 5:
 // active grants indexed by the humans they concern (grant_human, see
-// Connections).
-const schemaVersion = 5
+// Connections). 6: todo records may be in the binary form V2 (with a trace
+// context), which an older version could not read: it refuses the store.
+const schemaVersion = 6
 
 const schemaKey = "schema"
 

@@ -30,9 +30,18 @@ import (
 // attempts. Nothing may follow the last field.
 const todoFormatV1 = 0x01
 
+// todoFormatV2 is todoFormatV1's layout followed by the trace context's
+// traceparent and tracestate. A todo without a trace context is still
+// written as V1 (two bytes fewer); both are read.
+const todoFormatV2 = 0x02
+
 // appendStored appends r's binary stored form to b.
 func (r todoRec) appendStored(b []byte) ([]byte, error) {
-	b = append(b, todoFormatV1)
+	if r.Trace.IsZero() {
+		b = append(b, todoFormatV1)
+	} else {
+		b = append(b, todoFormatV2)
+	}
 	b = appendString(b, r.ID)
 	b = appendString(b, r.Queue)
 	b = appendString(b, r.Kind)
@@ -77,13 +86,17 @@ func (r todoRec) appendStored(b []byte) ([]byte, error) {
 	b = appendString(b, r.QueueKey)
 	b = binary.AppendUvarint(b, r.Seq)
 	b = appendString(b, r.LeaseToken)
+	if !r.Trace.IsZero() {
+		b = appendString(b, r.Trace.Parent)
+		b = appendString(b, r.Trace.State)
+	}
 	return b, nil
 }
 
 // loadStored decodes a todo record in either stored form.
 func (r *todoRec) loadStored(b []byte) error {
-	if len(b) > 0 && b[0] == todoFormatV1 {
-		return r.decodeBinary(b[1:])
+	if len(b) > 0 && (b[0] == todoFormatV1 || b[0] == todoFormatV2) {
+		return r.decodeBinary(b[1:], b[0] == todoFormatV2)
 	}
 	var s todoRecStored
 	if err := json.Unmarshal(b, &s); err != nil {
@@ -96,7 +109,7 @@ func (r *todoRec) loadStored(b []byte) error {
 // errRecord is a stored record that does not decode.
 var errRecord = errors.New("malformed record")
 
-func (r *todoRec) decodeBinary(b []byte) error {
+func (r *todoRec) decodeBinary(b []byte, traced bool) error {
 	d := decoder{b: b}
 	var t todoRec
 	t.ID = d.string()
@@ -147,6 +160,10 @@ func (r *todoRec) decodeBinary(b []byte) error {
 	t.QueueKey = d.string()
 	t.Seq = d.uint()
 	t.LeaseToken = d.string()
+	if traced {
+		t.Trace.Parent = d.string()
+		t.Trace.State = d.string()
+	}
 	if d.err == nil && len(d.b) != 0 {
 		d.fail("%d bytes after the last field", len(d.b))
 	}

@@ -105,6 +105,7 @@ type Todo struct {
 	Result         []byte    `json:"result,omitempty"`          // what Complete recorded
 	Error          string    `json:"error,omitempty"`           // the last failure's reason
 	Approval       *Approval `json:"approval,omitempty"`        // for an approval todo, the friend request to decide
+	Trace          Trace     `json:"trace,omitzero"`            // the creator's trace context, if it gave one
 	History        []Attempt `json:"history,omitempty"`         // the latest 50 attempts
 	CreatedAt      time.Time `json:"created_at,omitzero"`       // when it was created
 	UpdatedAt      time.Time `json:"updated_at,omitzero"`       // when it last changed
@@ -136,6 +137,9 @@ type NewTodo struct {
 	// MaxAttempts before the todo is dead-lettered; zero means
 	// Config.MaxAttempts.
 	MaxAttempts int `json:"max_attempts,omitempty"`
+	// Trace is the creator's W3C trace context, handed to whoever claims
+	// the todo (see Trace).
+	Trace Trace `json:"trace,omitzero"`
 }
 
 // CreateFor hands work to the persona a grant targets: it creates a todo in
@@ -193,7 +197,7 @@ func (s *Switchboard) CreateFor(ctx context.Context, c Credential, queue string,
 		}
 		rec, err := t.insertTodo(todoRec{Todo: Todo{
 			Queue: queue, Kind: n.Kind, Title: n.Title, Payload: payload,
-			Priority: n.Priority, DedupKey: n.DedupKey, MaxAttempts: maxAttempts, AvailableAt: avail,
+			Priority: n.Priority, DedupKey: n.DedupKey, MaxAttempts: maxAttempts, AvailableAt: avail, Trace: n.Trace,
 			Origin: Origin{Agent: g.Holder, Grant: g.ID, Edge: g.EdgeID, Human: human},
 		}, QueueKey: qkey}, agentActor(g.Holder), true)
 		if err != nil {

@@ -272,3 +272,22 @@ func TestVerifier(t *testing.T) {
 	assert.Contains(t, info.Scopes, "claim")
 	assert.NotContains(t, info.UserID, string(w))
 }
+
+// create_for takes the caller's W3C trace context and claim hands it to
+// the worker; a malformed one is an invalid_argument tool error.
+func TestTraceOverMCP(t *testing.T) {
+	k := switchboardtest.NewKit(t, nil)
+	k.Publish("bob", "bob-desk")
+	w := k.Worker("bob-desk", "inbox")
+	srv := httptest.NewServer(mcptools.Handler(k.SB, nil))
+	t.Cleanup(srv.Close)
+	s := connect(t, srv.URL, w)
+	tp := "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	_, e := call(t, s, "create_for", map[string]any{"queue": "inbox", "kind": "k", "trace": map[string]any{"traceparent": tp, "tracestate": "rojo=1"}})
+	require.Empty(t, e)
+	out, e := call(t, s, "claim", map[string]any{"queue": "inbox"})
+	require.Empty(t, e)
+	assert.Equal(t, map[string]any{"traceparent": tp, "tracestate": "rojo=1"}, out["todo"].(map[string]any)["trace"])
+	_, e = call(t, s, "create_for", map[string]any{"queue": "inbox", "kind": "k", "trace": map[string]any{"traceparent": "nope"}})
+	assert.True(t, strings.HasPrefix(e, "invalid_argument: "), e)
+}

@@ -39,8 +39,17 @@ func lease() *jsonschema.Schema {
 	}, "todo", "token")
 }
 
+// traceContext is a W3C trace context, as a closed object.
+func traceContext() *jsonschema.Schema {
+	return input(map[string]*jsonschema.Schema{
+		"traceparent": str("the W3C traceparent of the creator's call: 00-<32 hex trace id>-<16 hex parent id>-<2 hex flags>"),
+		"tracestate":  str("the W3C tracestate, at most 512 bytes"),
+	}, "traceparent")
+}
+
 func todo() *jsonschema.Schema {
 	return output(map[string]*jsonschema.Schema{
+		"trace":            traceContext(),
 		"id":               str("the todo's id"),
 		"queue":            str("its queue"),
 		"kind":             str("what sort of work"),
@@ -92,6 +101,7 @@ var createForSchemas = [2]*jsonschema.Schema{input(map[string]*jsonschema.Schema
 	"dedup_key":      str("makes the call idempotent: the same key returns the same todo"),
 	"not_before":     timestamp("delay the todo until this time"),
 	"max_attempts":   integer("attempts before the todo is dead-lettered"),
+	"trace":          traceContext(),
 }, "queue", "kind"), output(map[string]*jsonschema.Schema{
 	"todo":    todo(),
 	"created": boolean("false when the dedup key returned an existing todo"),
