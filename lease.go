@@ -47,10 +47,13 @@ type ClaimOptions struct {
 // correctness never depends on a reaper. When nothing is ready it returns
 // ErrQueueEmpty, or with opts.Wait blocks until work arrives or ctx ends.
 func (s *Switchboard) Claim(ctx context.Context, c Credential, queue string, opts *ClaimOptions) (Todo, Lease, error) {
+	ctx, ob := s.observe(ctx, Operation{Verb: VerbClaim, Queue: queue})
 	got, err := s.claim(ctx, c, queue, 1, opts)
 	if err != nil {
+		ob.End("", err)
 		return Todo{}, Lease{}, fmt.Errorf("switchboard: claim: %w", err)
 	}
+	ob.End(got[0].Todo.ID, nil)
 	return got[0].Todo, got[0].Lease, nil
 }
 
@@ -318,7 +321,9 @@ func (s *Switchboard) leased(t *txn, c Credential, l Lease, v Verb) (*grantRec, 
 
 // Complete finishes a leased todo with an optional result. The lease must be
 // the todo's current one, else ErrLeaseLost and nothing changes.
-func (s *Switchboard) Complete(ctx context.Context, c Credential, l Lease, result []byte) error {
+func (s *Switchboard) Complete(ctx context.Context, c Credential, l Lease, result []byte) (err error) {
+	ctx, ob := s.observe(ctx, Operation{Verb: VerbComplete, Todo: l.TodoID})
+	defer func() { ob.End(l.TodoID, err) }()
 	if _, err := s.complete(ctx, c, l, result, 0, 0); err != nil {
 		return fmt.Errorf("switchboard: complete: %w", err)
 	}
@@ -334,6 +339,8 @@ func (s *Switchboard) Complete(ctx context.Context, c Credential, l Lease, resul
 // an error: the completion stands and next is empty. It never waits for
 // work, so opts.Wait must be false.
 func (s *Switchboard) CompleteAndClaim(ctx context.Context, c Credential, l Lease, result []byte, n int, opts *ClaimOptions) (next []Claimed, err error) {
+	ctx, ob := s.observe(ctx, Operation{Verb: VerbComplete, Todo: l.TodoID})
+	defer func() { ob.End(l.TodoID, err) }()
 	if n < 0 || n > MaxClaimN {
 		return nil, fmt.Errorf("switchboard: complete: %w", invalid("n is %d, want 0 to %d", n, MaxClaimN))
 	}
@@ -451,11 +458,13 @@ func (s *Switchboard) leaseFor(g *grantRec) time.Duration {
 // 30 s × 2^(attempt−1), capped at 15 minutes; after its last attempt it is
 // dead-lettered (terminal, listable, re-drivable with Redrive). The lease must
 // be current, else ErrLeaseLost. reason is kept in the todo's history.
-func (s *Switchboard) Fail(ctx context.Context, c Credential, l Lease, reason string) error {
+func (s *Switchboard) Fail(ctx context.Context, c Credential, l Lease, reason string) (err error) {
+	ctx, ob := s.observe(ctx, Operation{Verb: VerbFail, Todo: l.TodoID})
+	defer func() { ob.End(l.TodoID, err) }()
 	if err := checkText("reason", reason, s.limits.MaxTitle*4, true); err != nil {
 		return fmt.Errorf("switchboard: fail: %w", err)
 	}
-	err := s.update(ctx, func(t *txn) error {
+	err = s.update(ctx, func(t *txn) error {
 		g, r, err := s.leased(t, c, l, VerbFail)
 		if err != nil {
 			return err

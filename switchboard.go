@@ -130,6 +130,10 @@ type Config struct {
 	// DefaultLimits().
 	Limits Limits
 
+	// Observer, if set, sees every queue verb and every Work handler call
+	// (for tracing and metrics: see the otel module).
+	Observer Observer
+
 	// Webhooks, if set, turns webhooks on: grants holding VerbWebhook may
 	// register destinations (RegisterWebhook), and Run delivers to them.
 	Webhooks *WebhookConfig

@@ -149,6 +149,11 @@ type NewTodo struct {
 // todo, which is returned instead. Every todo records the creating agent,
 // grant, edge and human.
 func (s *Switchboard) CreateFor(ctx context.Context, c Credential, queue string, n NewTodo) (todo Todo, created bool, err error) {
+	ctx, ob := s.observe(ctx, Operation{Verb: VerbCreateFor, Queue: queue})
+	defer func() { ob.End(todo.ID, err) }()
+	if n.Trace.IsZero() && s.cfg.Observer != nil {
+		n.Trace = s.cfg.Observer.Trace(ctx)
+	}
 	if err := s.validateNewTodo(n); err != nil {
 		return Todo{}, false, fmt.Errorf("switchboard: create_for: %w", err)
 	}
@@ -469,9 +474,11 @@ func visible(g *grantRec, r *todoRec) bool {
 // Get returns one todo. Through a friend grant only the todos that grant
 // created or claimed are visible; any other id is ErrNotFound, exactly as an
 // unknown one.
-func (s *Switchboard) Get(ctx context.Context, c Credential, todoID string) (Todo, error) {
+func (s *Switchboard) Get(ctx context.Context, c Credential, todoID string) (todo Todo, err error) {
+	ctx, ob := s.observe(ctx, Operation{Verb: VerbGet, Todo: todoID})
+	defer func() { ob.End(todoID, err) }()
 	var out Todo
-	err := s.view(ctx, func(t *txn) error {
+	err = s.view(ctx, func(t *txn) error {
 		_, r, err := s.todoFor(t, c, todoID, VerbGet)
 		if err != nil {
 			return err

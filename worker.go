@@ -276,10 +276,12 @@ var errLeaseLost = errors.New("switchboard: work: lease lost")
 
 // call runs the handler, turning a panic into an error.
 func (w *worker) call(ctx context.Context, t Todo) (result []byte, err error) {
+	ctx, ob := w.s.observe(ctx, Operation{Verb: VerbWork, Queue: t.Queue, Todo: t.ID, Parent: t.Trace})
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("handler panicked: %v", p)
 		}
+		ob.End(t.ID, err)
 	}()
 	return w.h(ctx, t)
 }
