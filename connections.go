@@ -92,6 +92,9 @@ func (s *Switchboard) Connections(ctx context.Context, human Human) ([]Connectio
 				if err != nil {
 					return err
 				}
+				if g.State != GrantActive {
+					continue // (revocation removes the entries; never shown if one stayed)
+				}
 				c := Connection{Direction: side.dir, Grant: g.Grant}
 				if e != nil {
 					edge := e.Edge
