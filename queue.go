@@ -5,7 +5,6 @@ package switchboard
 import (
 	"context"
 	"fmt"
-	"time"
 )
 
 // Cancel ends a queued todo without running it. It needs the cancel verb,
@@ -42,17 +41,7 @@ func (s *Switchboard) Redrive(ctx context.Context, c Credential, todoID string) 
 		if r.State != TodoDead {
 			return fmt.Errorf("%w: todo is %s", ErrInvalidTransition, r.State)
 		}
-		if err := t.del(tIdx, endedKey(r)); err != nil {
-			return err
-		}
-		r.State, r.Attempts, r.AvailableAt, r.UpdatedAt, r.EndedAt = TodoQueued, 0, t.now, t.now, time.Time{}
-		if err := t.put(tTodos, r.ID, r); err != nil {
-			return err
-		}
-		if err := t.enqueue(r); err != nil {
-			return err
-		}
-		return t.emit(Event{Type: EventTodoRedriven, Actor: agentActor(g.Holder), Grant: g.ID, Todo: r.ID, Queue: r.address()})
+		return t.redrive(r, agentActor(g.Holder), g.ID)
 	})
 	if err != nil {
 		return fmt.Errorf("switchboard: redrive: %w", err)

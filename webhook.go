@@ -392,17 +392,7 @@ func (s *Switchboard) RedriveWebhook(ctx context.Context, c Credential, id strin
 			if json.Unmarshal(r.Payload, &d) != nil || d.Webhook != w.ID {
 				continue
 			}
-			if err := t.del(tIdx, endedKey(r)); err != nil {
-				return err
-			}
-			r.State, r.Attempts, r.AvailableAt, r.UpdatedAt, r.EndedAt = TodoQueued, 0, t.now, t.now, time.Time{}
-			if err := t.put(tTodos, r.ID, r); err != nil {
-				return err
-			}
-			if err := t.enqueue(r); err != nil {
-				return err
-			}
-			if err := t.emit(Event{Type: EventTodoRedriven, Actor: agentActor(g.Holder), Grant: g.ID, Todo: r.ID, Queue: r.address()}); err != nil {
+			if err := t.redrive(r, agentActor(g.Holder), g.ID); err != nil {
 				return err
 			}
 			n++

@@ -1,0 +1,35 @@
+module github.com/switchboardhq/switchboard/cmd/switchboard
+
+go 1.26.8
+
+require (
+	github.com/spf13/cobra v1.10.2
+	github.com/stretchr/testify v1.12.1
+	github.com/switchboardhq/switchboard v0.0.0
+	github.com/switchboardhq/switchboard/store/postgres v0.0.0
+	go.etcd.io/bbolt v1.5.0
+)
+
+require (
+	github.com/coreos/go-oidc/v3 v3.21.0 // indirect
+	github.com/go-jose/go-jose/v4 v4.1.9 // indirect
+	github.com/google/btree v1.1.3 // indirect
+	github.com/gowebpki/jcs v1.0.1 // indirect
+	github.com/inconshreveable/mousetrap v1.1.0 // indirect
+	github.com/jackc/pgpassfile v1.0.0 // indirect
+	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
+	github.com/jackc/pgx/v5 v5.13.0 // indirect
+	github.com/jackc/puddle/v2 v2.2.3 // indirect
+	github.com/spf13/pflag v1.0.10 // indirect
+	go.yaml.in/yaml/v3 v3.0.5 // indirect
+	golang.org/x/mod v0.43.0 // indirect
+	golang.org/x/oauth2 v0.36.0 // indirect
+	golang.org/x/sync v0.22.0 // indirect
+	golang.org/x/sys v0.45.0 // indirect
+	golang.org/x/text v0.41.0 // indirect
+)
+
+replace (
+	github.com/switchboardhq/switchboard => ../../
+	github.com/switchboardhq/switchboard/store/postgres => ../../store/postgres
+)

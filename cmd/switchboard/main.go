@@ -1,0 +1,357 @@
+// Command switchboard looks inside a switchboard store without writing Go:
+// queue counts, todos, dead-letter redrive, a human's connections, the
+// audit log (verify, checkpoint, proofs) and backups — on a bolt file or a
+// PostgreSQL database.
+//
+//	switchboard --db switchboard.db queues
+//	switchboard --dsn postgres://… todos bob-desk/inbox --state dead
+//	switchboard --db switchboard.db redrive bob-desk/inbox
+//	switchboard --db switchboard.db audit verify
+//
+// Human-readable tables by default, --json for scripts. Exit status: 0 ok,
+// 1 an error, 2 bad usage, 3 the audit log does not verify, 4 the store is
+// held by another process (a bolt file is one process's: stop it, or run
+// this on a backup the owner wrote with (*bolt.Store).WriteTo).
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	bbolterrors "go.etcd.io/bbolt/errors"
+
+	"github.com/switchboardhq/switchboard"
+	"github.com/switchboardhq/switchboard/store"
+	"github.com/switchboardhq/switchboard/store/bolt"
+	"github.com/switchboardhq/switchboard/store/postgres"
+)
+
+// Exit statuses.
+const (
+	exitError  = 1
+	exitUsage  = 2
+	exitAudit  = 3
+	exitLocked = 4
+)
+
+// exitErr carries an exit status.
+type exitErr struct {
+	code int
+	err  error
+}
+
+func (e *exitErr) Error() string { return e.err.Error() }
+func (e *exitErr) Unwrap() error { return e.err }
+
+// app is the open store and the output settings.
+type app struct {
+	db, dsn, table, logKey string
+	asJSON                 bool
+	out                    io.Writer
+
+	st  store.Store
+	sb  *switchboard.Switchboard
+	blt *bolt.Store
+}
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run executes the command line and returns the exit status.
+func run(args []string, stdout, stderr io.Writer) int {
+	a := &app{out: stdout}
+	root := a.commands()
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	err := root.Execute()
+	if a.sb != nil {
+		_ = a.sb.Close()
+	}
+	if a.st != nil {
+		_ = a.st.Close()
+	}
+	if err == nil {
+		return 0
+	}
+	fmt.Fprintln(stderr, "switchboard:", err)
+	var e *exitErr
+	if errors.As(err, &e) {
+		return e.code
+	}
+	if strings.Contains(err.Error(), "unknown command") || strings.Contains(err.Error(), "flag") || strings.Contains(err.Error(), "arg(s)") {
+		return exitUsage
+	}
+	return exitError
+}
+
+func (a *app) commands() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "switchboard",
+		Short:         "Look inside a switchboard store: queues, todos, connections, the audit log, backups",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.PersistentFlags().StringVar(&a.db, "db", "", "a bolt store file (not held by another process)")
+	root.PersistentFlags().StringVar(&a.dsn, "dsn", "", "a PostgreSQL DSN")
+	root.PersistentFlags().StringVar(&a.table, "table", "", "the PostgreSQL store's table (default the store's)")
+	root.PersistentFlags().StringVar(&a.logKey, "log-key", "", "a file with the audit log's signing key (for checkpoint)")
+	root.PersistentFlags().BoolVar(&a.asJSON, "json", false, "JSON output, for scripts")
+
+	queues := &cobra.Command{Use: "queues", Short: "Every queue's todo counts by state", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := a.open(cmd.Context()); err != nil {
+				return err
+			}
+			qs, err := a.sb.InspectQueues(cmd.Context())
+			if err != nil {
+				return err
+			}
+			return a.print(qs, []string{"QUEUE", "READY", "DELAYED", "LEASED", "DONE", "DEAD", "CANCELLED"}, func(row func(...any)) {
+				for _, q := range qs {
+					row(q.Queue, q.Ready, q.Delayed, q.Leased, q.Done, q.Dead, q.Cancelled)
+				}
+			})
+		}}
+
+	var state string
+	var limit int
+	todos := &cobra.Command{Use: "todos QUEUE", Short: "A queue's todos in creation order (QUEUE is persona/queue)", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := a.open(cmd.Context()); err != nil {
+				return err
+			}
+			ts, err := a.sb.InspectTodos(cmd.Context(), args[0], &switchboard.ListOptions{State: switchboard.TodoState(state), Limit: limit})
+			if err != nil {
+				return err
+			}
+			return a.print(ts, []string{"ID", "STATE", "ATTEMPTS", "KIND", "TITLE", "CREATED", "ERROR"}, func(row func(...any)) {
+				for _, t := range ts {
+					row(t.ID, t.State, fmt.Sprintf("%d/%d", t.Attempts, t.MaxAttempts), t.Kind, clip(t.Title, 40), t.CreatedAt.Format(time.RFC3339), clip(t.Error, 60))
+				}
+			})
+		}}
+	todos.Flags().StringVar(&state, "state", "", "only todos in this state (queued, leased, done, dead, cancelled)")
+	todos.Flags().IntVar(&limit, "limit", 100, "at most this many")
+
+	show := &cobra.Command{Use: "show TODO", Short: "One todo, with its attempts", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := a.open(cmd.Context()); err != nil {
+				return err
+			}
+			t, err := a.sb.InspectTodo(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			if a.asJSON {
+				return a.json(t)
+			}
+			w := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
+			for _, kv := range [][2]string{{"id", t.ID}, {"queue", t.Queue}, {"kind", t.Kind}, {"title", t.Title}, {"state", string(t.State)},
+				{"attempts", fmt.Sprintf("%d/%d", t.Attempts, t.MaxAttempts)}, {"created by", t.Origin.Agent + " (grant " + t.Origin.Grant + ")"},
+				{"created", t.CreatedAt.Format(time.RFC3339)}, {"error", t.Error}} {
+				fmt.Fprintf(w, "%s\t%s\n", kv[0], kv[1])
+			}
+			for _, h := range t.History {
+				fmt.Fprintf(w, "attempt %d\t%s by %s, %s %s\n", h.N, h.ClaimedAt.Format(time.RFC3339), h.Agent, h.Outcome, h.Reason)
+			}
+			return w.Flush()
+		}}
+
+	redrive := &cobra.Command{Use: "redrive QUEUE [TODO...]", Short: "Re-queue dead todos: those named, or every dead one of the queue", Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := a.open(cmd.Context()); err != nil {
+				return err
+			}
+			n, err := a.sb.RedriveDead(cmd.Context(), args[0], args[1:]...)
+			if err != nil {
+				return err
+			}
+			if a.asJSON {
+				return a.json(map[string]int{"redriven": n})
+			}
+			fmt.Fprintf(a.out, "%d dead todo(s) re-queued in %s\n", n, args[0])
+			return nil
+		}}
+
+	var issuer, subject string
+	conns := &cobra.Command{Use: "connections", Short: "A human's live grants, both ways", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if issuer == "" || subject == "" {
+				return &exitErr{exitUsage, errors.New("connections needs --issuer and --subject")}
+			}
+			if err := a.open(cmd.Context()); err != nil {
+				return err
+			}
+			cs, err := a.sb.Connections(cmd.Context(), switchboard.Human{Issuer: issuer, Subject: subject})
+			if err != nil {
+				return err
+			}
+			return a.print(cs, []string{"GRANT", "DIRECTION", "HOLDER", "TARGET", "SCOPE", "SINCE", "LAST USED"}, func(row func(...any)) {
+				for _, c := range cs {
+					last := "never"
+					if !c.LastUsed.IsZero() {
+						last = c.LastUsed.Format(time.RFC3339)
+					}
+					row(c.Grant.ID, c.Direction, c.Grant.Holder, c.Grant.Target, strings.Join(c.Grant.Scope.Describe(), "; "), c.Grant.CreatedAt.Format(time.RFC3339), last)
+				}
+			})
+		}}
+	conns.Flags().StringVar(&issuer, "issuer", "", "the human's issuer")
+	conns.Flags().StringVar(&subject, "subject", "", "the human's subject")
+
+	audit := &cobra.Command{Use: "audit", Short: "The audit log: verify, checkpoint, prove"}
+	audit.AddCommand(&cobra.Command{Use: "verify", Short: "Rebuild the Merkle tree from every kept event and check it (exit 3 if it does not verify)", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := a.open(cmd.Context()); err != nil {
+				return err
+			}
+			fmt.Fprintln(cmd.ErrOrStderr(), "verifying the audit log…")
+			rep, err := a.sb.VerifyAudit(cmd.Context())
+			if err != nil {
+				return &exitErr{exitAudit, err}
+			}
+			if a.asJSON {
+				return a.json(rep)
+			}
+			fmt.Fprintf(a.out, "ok: events %d–%d, tree size %d, root %s\n", rep.First, rep.Last, rep.TreeSize, rep.Root)
+			return nil
+		}})
+	audit.AddCommand(&cobra.Command{Use: "checkpoint", Short: "Sign and print the log's latest checkpoint (needs --log-key)", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := a.open(cmd.Context()); err != nil {
+				return err
+			}
+			cp, err := a.sb.Checkpoint(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if a.asJSON {
+				return a.json(cp)
+			}
+			_, err = a.out.Write(cp.Note)
+			return err
+		}})
+	audit.AddCommand(&cobra.Command{Use: "prove SEQ", Short: "An inclusion proof of one event in the current tree", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			seq, err := strconv.ParseUint(args[0], 10, 64)
+			if err != nil {
+				return &exitErr{exitUsage, fmt.Errorf("SEQ %q is not an event number", args[0])}
+			}
+			if err := a.open(cmd.Context()); err != nil {
+				return err
+			}
+			p, err := a.sb.ProveEvent(cmd.Context(), seq, 0)
+			if err != nil {
+				return err
+			}
+			return a.json(p)
+		}})
+
+	backup := &cobra.Command{Use: "backup FILE", Short: "Write a consistent copy of a bolt store to FILE (a plain bbolt file)", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := a.open(cmd.Context()); err != nil {
+				return err
+			}
+			if a.blt == nil {
+				return &exitErr{exitUsage, errors.New("backup is for a bolt store (--db); back PostgreSQL up with its own tools")}
+			}
+			f, err := os.OpenFile(args[0], os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+			if err != nil {
+				return err
+			}
+			n, err := a.blt.WriteTo(f)
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+			if err != nil {
+				_ = os.Remove(args[0])
+				return err
+			}
+			fmt.Fprintf(a.out, "wrote %d bytes to %s\n", n, args[0])
+			return nil
+		}}
+
+	root.AddCommand(queues, todos, show, redrive, conns, audit, backup)
+	return root
+}
+
+// open opens the store named by --db or --dsn, and a Switchboard on it.
+func (a *app) open(ctx context.Context) error {
+	if (a.db == "") == (a.dsn == "") {
+		return &exitErr{exitUsage, errors.New("name one store: --db FILE or --dsn DSN")}
+	}
+	if a.db != "" {
+		if _, err := os.Stat(a.db); err != nil {
+			return err
+		}
+		st, err := bolt.Open(a.db, &bolt.Options{Timeout: time.Second})
+		if errors.Is(err, bbolterrors.ErrTimeout) {
+			return &exitErr{exitLocked, fmt.Errorf("%s is held by another process: stop it, or run this on a backup it wrote with (*bolt.Store).WriteTo", a.db)}
+		}
+		if err != nil {
+			return err
+		}
+		a.st, a.blt = st, st
+	} else {
+		st, err := postgres.Open(ctx, a.dsn, &postgres.Options{Table: a.table})
+		if err != nil {
+			return err
+		}
+		a.st = st
+	}
+	cfg := &switchboard.Config{}
+	if a.logKey != "" {
+		b, err := os.ReadFile(a.logKey)
+		if err != nil {
+			return err
+		}
+		cfg.LogKey = strings.TrimSpace(string(b))
+	}
+	sb, err := switchboard.New(a.st, cfg)
+	if err != nil {
+		return err
+	}
+	a.sb = sb
+	return nil
+}
+
+// print writes v as JSON with --json, else a table.
+func (a *app) print(v any, header []string, rows func(row func(...any))) error {
+	if a.asJSON {
+		return a.json(v)
+	}
+	w := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, strings.Join(header, "\t"))
+	rows(func(cells ...any) {
+		s := make([]string, len(cells))
+		for i, c := range cells {
+			s[i] = fmt.Sprint(c)
+		}
+		fmt.Fprintln(w, strings.Join(s, "\t"))
+	})
+	return w.Flush()
+}
+
+func (a *app) json(v any) error {
+	e := json.NewEncoder(a.out)
+	e.SetIndent("", "  ")
+	return e.Encode(v)
+}
+
+func clip(s string, n int) string {
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
+}

@@ -1,0 +1,193 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchboardhq/switchboard"
+	"github.com/switchboardhq/switchboard/store"
+	"github.com/switchboardhq/switchboard/store/bolt"
+	"github.com/switchboardhq/switchboard/store/postgres"
+	"github.com/switchboardhq/switchboard/switchboardtest"
+)
+
+var ctx = context.Background()
+
+// binary builds the command once per test.
+func binary(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "switchboard")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	require.NoError(t, err, string(out))
+	return bin
+}
+
+// sb runs the built binary and returns stdout and the exit status.
+func sb(t *testing.T, bin string, args ...string) (string, int) {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return out.String() + errb.String(), ee.ExitCode()
+	}
+	require.NoError(t, err)
+	return out.String(), 0
+}
+
+// fill gives st a desk with three todos in bob-desk/inbox: one done, one
+// dead, one ready.
+func fill(t *testing.T, st store.Store) {
+	t.Helper()
+	is, err := switchboardtest.NewIssuer("cli")
+	require.NoError(t, err)
+	defer is.Close()
+	s, err := switchboard.New(st, &switchboard.Config{Issuers: []switchboard.Issuer{is.Config()}})
+	require.NoError(t, err)
+	defer s.Close()
+	bob := is.Human("bob")
+	_, err = s.Publish(ctx, switchboard.Persona{ID: "bob-desk", Owner: bob, Card: switchboard.PersonaCard("Desk", "d", "1", "https://x.example/agents/bob-desk")})
+	require.NoError(t, err)
+	verbs := []switchboard.Verb{switchboard.VerbCreateFor, switchboard.VerbClaim, switchboard.VerbComplete, switchboard.VerbFail}
+	_, cred, err := s.Vend(ctx, bob, switchboard.VendRequest{Agent: "bob-desk", Scope: switchboard.Scope{{Queue: "inbox", Verbs: verbs}}})
+	require.NoError(t, err)
+	for i, title := range []string{"done", "dead", "ready"} {
+		_, _, err := s.CreateFor(ctx, cred, "inbox", switchboard.NewTodo{Kind: "k", Title: title, MaxAttempts: 1, Priority: -i})
+		require.NoError(t, err)
+	}
+	_, l, err := s.Claim(ctx, cred, "inbox", nil)
+	require.NoError(t, err)
+	require.NoError(t, s.Complete(ctx, cred, l, nil))
+	_, l, err = s.Claim(ctx, cred, "inbox", nil)
+	require.NoError(t, err)
+	require.NoError(t, s.Fail(ctx, cred, l, "the printer is on fire"))
+}
+
+func queuesOf(t *testing.T, out string) map[string]switchboard.QueueStats {
+	var qs []switchboard.QueueStats
+	require.NoError(t, json.Unmarshal([]byte(out), &qs), out)
+	m := map[string]switchboard.QueueStats{}
+	for _, q := range qs {
+		m[q.Queue] = q
+	}
+	return m
+}
+
+func TestOnABoltStore(t *testing.T) {
+	bin := binary(t)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "sb.db")
+	st, err := bolt.Open(path, nil)
+	require.NoError(t, err)
+	fill(t, st)
+	require.NoError(t, st.Close())
+
+	out, code := sb(t, bin, "--db", path, "queues", "--json")
+	require.Zero(t, code, out)
+	q := queuesOf(t, out)["bob-desk/inbox"]
+	require.Equal(t, switchboard.QueueStats{Queue: "bob-desk/inbox", Ready: 1, Done: 1, Dead: 1}, q)
+	out, code = sb(t, bin, "--db", path, "queues")
+	require.Zero(t, code)
+	require.Contains(t, out, "QUEUE")
+	require.Regexp(t, `bob-desk/inbox\s+1\s+0\s+0\s+1\s+1\s+0`, out)
+
+	out, code = sb(t, bin, "--db", path, "todos", "bob-desk/inbox", "--state", "dead")
+	require.Zero(t, code, out)
+	require.Contains(t, out, "the printer is on fire")
+	require.Contains(t, out, "1/1")
+	var dead []switchboard.Todo
+	out, _ = sb(t, bin, "--db", path, "todos", "bob-desk/inbox", "--state", "dead", "--json")
+	require.NoError(t, json.Unmarshal([]byte(out), &dead))
+	require.Len(t, dead, 1)
+	out, code = sb(t, bin, "--db", path, "show", dead[0].ID)
+	require.Zero(t, code, out)
+	require.Contains(t, out, "attempt 1")
+
+	// Redrive works: the dead todo is ready again.
+	out, code = sb(t, bin, "--db", path, "redrive", "bob-desk/inbox")
+	require.Zero(t, code, out)
+	require.Contains(t, out, "1 dead todo(s) re-queued")
+	out, _ = sb(t, bin, "--db", path, "queues", "--json")
+	require.Equal(t, switchboard.QueueStats{Queue: "bob-desk/inbox", Ready: 2, Done: 1}, queuesOf(t, out)["bob-desk/inbox"])
+	_, code = sb(t, bin, "--db", path, "redrive", "bob-desk/inbox", dead[0].ID)
+	require.Equal(t, 1, code, "no longer dead: an error, nothing changed")
+
+	out, code = sb(t, bin, "--db", path, "audit", "verify")
+	require.Zero(t, code, out)
+	require.Contains(t, out, "ok: events")
+
+	backup := filepath.Join(dir, "backup.db")
+	out, code = sb(t, bin, "--db", path, "backup", backup)
+	require.Zero(t, code, out)
+	out, code = sb(t, bin, "--db", backup, "queues", "--json")
+	require.Zero(t, code, out)
+	require.Equal(t, 2, queuesOf(t, out)["bob-desk/inbox"].Ready, "the backup holds the store")
+
+	// A store held by another process is refused quickly, untouched.
+	held, err := bolt.Open(path, nil)
+	require.NoError(t, err)
+	out, code = sb(t, bin, "--db", path, "queues")
+	require.Equal(t, exitLocked, code, out)
+	require.Contains(t, out, "held by another process")
+	require.NoError(t, held.Close())
+
+	// A tampered audit event: verify fails with status 3, naming it.
+	st, err = bolt.Open(path, nil)
+	require.NoError(t, err)
+	require.NoError(t, st.Update(ctx, func(tx store.Tx) error {
+		var k, v []byte
+		if err := tx.Scan("events", nil, nil, func(key, val []byte) bool { k, v = key, bytes.Clone(val); return false }); err != nil {
+			return err
+		}
+		v = bytes.Replace(v, []byte("persona.published"), []byte("persona.publishee"), 1)
+		return tx.Put("events", k, v)
+	}))
+	require.NoError(t, st.Close())
+	out, code = sb(t, bin, "--db", path, "audit", "verify")
+	require.Equal(t, exitAudit, code, out)
+
+	// Usage errors.
+	_, code = sb(t, bin, "queues")
+	require.Equal(t, exitUsage, code, "no store named")
+	_, code = sb(t, bin, "--db", path, "nonsense")
+	require.Equal(t, exitUsage, code)
+	out, code = sb(t, bin, "--help")
+	require.Zero(t, code)
+	require.Contains(t, out, "redrive")
+}
+
+func TestOnPostgreSQL(t *testing.T) {
+	dsn := os.Getenv("SWITCHBOARD_POSTGRES_DSN")
+	if dsn == "" {
+		t.Skip("no PostgreSQL server: set SWITCHBOARD_POSTGRES_DSN (.ci/postgres start prints one)")
+	}
+	bin := binary(t)
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	table := "cli_" + hex.EncodeToString(b)
+	st, err := postgres.Open(ctx, dsn, &postgres.Options{Table: table})
+	require.NoError(t, err)
+	defer st.Close()
+	fill(t, st)
+	out, code := sb(t, bin, "--dsn", dsn, "--table", table, "queues", "--json")
+	require.Zero(t, code, out)
+	require.Equal(t, switchboard.QueueStats{Queue: "bob-desk/inbox", Ready: 1, Done: 1, Dead: 1}, queuesOf(t, out)["bob-desk/inbox"])
+	out, code = sb(t, bin, "--dsn", dsn, "--table", table, "redrive", "bob-desk/inbox")
+	require.Zero(t, code, out)
+	out, code = sb(t, bin, "--dsn", dsn, "--table", table, "audit", "verify")
+	require.Zero(t, code, out)
+	require.True(t, strings.HasPrefix(out, "ok: events"), out)
+}
