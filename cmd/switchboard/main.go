@@ -9,9 +9,10 @@
 //	switchboard --db switchboard.db audit verify
 //
 // Human-readable tables by default, --json for scripts. Exit status: 0 ok,
-// 1 an error, 2 bad usage, 3 the audit log does not verify, 4 the store is
-// held by another process (a bolt file is one process's: stop it, or run
-// this on a backup the owner wrote with (*bolt.Store).WriteTo).
+// 1 an error, 2 bad usage, 3 the audit log does not verify, 4 a change
+// (redrive) to a bolt file another process holds. A bolt file a running host
+// holds is read through a consistent snapshot taken without any lock
+// (bolt.Snapshot), so the host is neither blocked nor touched.
 package main
 
 import (
@@ -21,6 +22,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -61,6 +63,9 @@ type app struct {
 	st  store.Store
 	sb  *switchboard.Switchboard
 	blt *bolt.Store
+	// snapshot is the temporary directory of a snapshot of a bolt file
+	// another process holds ("" when the file itself is open).
+	snapshot string
 }
 
 func main() {
@@ -80,6 +85,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	if a.st != nil {
 		_ = a.st.Close()
+	}
+	if a.snapshot != "" {
+		_ = os.RemoveAll(a.snapshot)
 	}
 	if err == nil {
 		return 0
@@ -102,7 +110,7 @@ func (a *app) commands() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.PersistentFlags().StringVar(&a.db, "db", "", "a bolt store file (not held by another process)")
+	root.PersistentFlags().StringVar(&a.db, "db", "", "a bolt store file (a live host's is read through a snapshot)")
 	root.PersistentFlags().StringVar(&a.dsn, "dsn", "", "a PostgreSQL DSN")
 	root.PersistentFlags().StringVar(&a.table, "table", "", "the PostgreSQL store's table (default the store's)")
 	root.PersistentFlags().StringVar(&a.logKey, "log-key", "", "a file with the audit log's signing key (for checkpoint)")
@@ -172,6 +180,9 @@ func (a *app) commands() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := a.open(cmd.Context()); err != nil {
 				return err
+			}
+			if a.snapshot != "" {
+				return &exitErr{exitLocked, fmt.Errorf("%s is held by another process: redrive changes the store, so it needs the file itself (stop the host, or redrive through it)", a.db)}
 			}
 			n, err := a.sb.RedriveDead(cmd.Context(), args[0], args[1:]...)
 			if err != nil {
@@ -297,9 +308,12 @@ func (a *app) open(ctx context.Context) error {
 		}
 		st, err := bolt.Open(a.db, &bolt.Options{Timeout: time.Second})
 		if errors.Is(err, bbolterrors.ErrTimeout) {
-			return &exitErr{exitLocked, fmt.Errorf("%s is held by another process: stop it, or run this on a backup it wrote with (*bolt.Store).WriteTo", a.db)}
-		}
-		if err != nil {
+			// Held by a running host: read a consistent snapshot, taken
+			// without any lock, so the host is neither blocked nor touched.
+			if st, err = a.openSnapshot(); err != nil {
+				return err
+			}
+		} else if err != nil {
 			return err
 		}
 		a.st, a.blt = st, st
@@ -324,6 +338,22 @@ func (a *app) open(ctx context.Context) error {
 	}
 	a.sb = sb
 	return nil
+}
+
+// openSnapshot snapshots the held bolt file into a temporary directory
+// (bolt.Snapshot) and opens the copy.
+func (a *app) openSnapshot() (*bolt.Store, error) {
+	dir, err := os.MkdirTemp("", "switchboard-snapshot")
+	if err != nil {
+		return nil, err
+	}
+	a.snapshot = dir
+	copyPath := filepath.Join(dir, "snapshot.db")
+	if err := bolt.Snapshot(a.db, copyPath); err != nil {
+		return nil, &exitErr{exitLocked, fmt.Errorf("%s is held by another process, and a snapshot of it failed: %w", a.db, err)}
+	}
+	fmt.Fprintf(os.Stderr, "switchboard: %s is held by another process; reading a snapshot of it\n", a.db)
+	return bolt.Open(copyPath, nil)
 }
 
 // print writes v as JSON with --json, else a table.

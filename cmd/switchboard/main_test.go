@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -33,8 +34,20 @@ func binary(t *testing.T) string {
 	return bin
 }
 
-// sb runs the built binary and returns stdout and the exit status.
+// sb runs the built binary and returns stdout (and stderr, when it
+// failed) and the exit status.
 func sb(t *testing.T, bin string, args ...string) (string, int) {
+	t.Helper()
+	out, errs, code := sbStreams(t, bin, args...)
+	if code != 0 {
+		out += errs
+	}
+	return out, code
+}
+
+// sbStreams runs the built binary and returns stdout, stderr and the exit
+// status.
+func sbStreams(t *testing.T, bin string, args ...string) (string, string, int) {
 	t.Helper()
 	cmd := exec.Command(bin, args...)
 	var out, errb bytes.Buffer
@@ -42,10 +55,10 @@ func sb(t *testing.T, bin string, args ...string) (string, int) {
 	err := cmd.Run()
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
-		return out.String() + errb.String(), ee.ExitCode()
+		return out.String(), errb.String(), ee.ExitCode()
 	}
 	require.NoError(t, err)
-	return out.String(), 0
+	return out.String(), errb.String(), 0
 }
 
 // fill gives st a desk with three todos in bob-desk/inbox: one done, one
@@ -136,12 +149,32 @@ func TestOnABoltStore(t *testing.T) {
 	require.Zero(t, code, out)
 	require.Equal(t, 2, queuesOf(t, out)["bob-desk/inbox"].Ready, "the backup holds the store")
 
-	// A store held by another process is refused quickly, untouched.
+	// A store a live process holds — and keeps writing — is read through
+	// a snapshot, without blocking the writer; a redrive, which would
+	// change it, is refused.
 	held, err := bolt.Open(path, nil)
 	require.NoError(t, err)
-	out, code = sb(t, bin, "--db", path, "queues")
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			_ = held.Update(ctx, func(tx store.Tx) error { return tx.Put("cli_test", []byte(strconv.Itoa(i)), []byte("x")) })
+		}
+	}()
+	out, errs, code := sbStreams(t, bin, "--db", path, "queues", "--json")
+	require.Zero(t, code, errs)
+	require.Contains(t, errs, "reading a snapshot")
+	require.Equal(t, 2, queuesOf(t, out)["bob-desk/inbox"].Ready)
+	out, code = sb(t, bin, "--db", path, "redrive", "bob-desk/inbox")
 	require.Equal(t, exitLocked, code, out)
-	require.Contains(t, out, "held by another process")
+	close(stop)
+	<-done
 	require.NoError(t, held.Close())
 
 	// A tampered audit event: verify fails with status 3, naming it.

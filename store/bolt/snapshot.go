@@ -1,0 +1,110 @@
+package bolt
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+)
+
+// snapshotHead is how much of the start of the bbolt file Snapshot compares
+// before and after copying: it holds both meta pages for any page size up
+// to 64 KiB, and every commit rewrites one of them.
+const snapshotHead = 128 << 10
+
+// Snapshot copies the store at path — which another process may hold open
+// and be writing — to dst as a plain bbolt file holding a consistent state
+// of it (every commit acknowledged before Snapshot began, at least), for
+// tools that must look at a live store: it takes no lock, writes nothing at
+// path, and so never blocks or disturbs the owner.
+//
+// It copies the bbolt file and then the write-ahead log, and keeps the copy
+// only if the start of the bbolt file — its two meta pages, one of which
+// every bbolt commit rewrites — did not change meanwhile: bbolt never
+// overwrites the pages the latest commit reaches, so the copy is that
+// commit's state, and the log copied after it holds every record since.
+// The copy's log is then replayed into it, as Open does after a crash. If
+// checkpoints keep landing during the copy, it tries again, up to 20 times.
+// dst must not exist.
+func Snapshot(path, dst string) error {
+	if _, err := os.Stat(dst); !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("bolt: snapshot: %s exists", dst)
+	}
+	for range 20 {
+		ok, err := snapshotOnce(path, dst)
+		if err != nil {
+			removeSnapshot(dst)
+			return fmt.Errorf("bolt: snapshot %s: %w", path, err)
+		}
+		if ok {
+			s, err := Open(dst, nil) // replays the copied log
+			if err != nil {
+				removeSnapshot(dst)
+				return fmt.Errorf("bolt: snapshot %s: %w", path, err)
+			}
+			return s.Close() // checkpoints it: a plain bbolt file
+		}
+		removeSnapshot(dst)
+	}
+	return fmt.Errorf("bolt: snapshot %s: the store checkpointed during each of 20 copies", path)
+}
+
+func removeSnapshot(dst string) {
+	for _, p := range []string{dst, dst + ".wal0", dst + ".wal1", dst + ".lock"} {
+		_ = os.Remove(p)
+	}
+}
+
+// snapshotOnce copies the files once and reports whether the copy is
+// consistent.
+func snapshotOnce(path, dst string) (bool, error) {
+	before, err := readHead(path)
+	if err != nil {
+		return false, err
+	}
+	if err := copyFile(path, dst); err != nil {
+		return false, err
+	}
+	if mid, err := readHead(path); err != nil || !bytes.Equal(before, mid) {
+		return false, err
+	}
+	for _, suffix := range []string{".wal0", ".wal1"} {
+		if err := copyFile(path+suffix, dst+suffix); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return false, err
+		}
+	}
+	after, err := readHead(path)
+	return err == nil && bytes.Equal(before, after), err
+}
+
+func readHead(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b := make([]byte, snapshotHead)
+	n, err := io.ReadFull(f, b)
+	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) {
+		return nil, err
+	}
+	return b[:n], nil
+}
+
+func copyFile(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		_ = out.Close()
+		return err
+	}
+	return out.Close()
+}

@@ -1,0 +1,81 @@
+package bolt_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/switchboardhq/switchboard/store"
+	"github.com/switchboardhq/switchboard/store/bolt"
+)
+
+// Snapshot copies a store another opener holds and is writing, without a
+// lock: each copy opens on its own, holds every commit acknowledged before
+// it began, and holds a prefix of the writes (never a later commit without
+// an earlier one) — while the writer, with tiny checkpoints and log
+// segments so both land during the copies, never waits for it.
+func TestSnapshotOfALiveStore(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "live.db")
+	s, err := bolt.Open(path, &bolt.Options{CheckpointBytes: 4 << 10, LogSegmentSize: 16 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var acked atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if err := s.Update(context.Background(), func(tx store.Tx) error {
+				return tx.Put("t", fmt.Appendf(nil, "%08d", i), make([]byte, 200))
+			}); err != nil {
+				t.Error(err)
+				return
+			}
+			acked.Store(int64(i + 1))
+		}
+	})
+	for n := range 15 {
+		before := acked.Load()
+		dst := filepath.Join(dir, fmt.Sprintf("snap%d.db", n))
+		if err := bolt.Snapshot(path, dst); err != nil {
+			t.Fatal(err)
+		}
+		c, err := bolt.Open(dst, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var keys int64
+		err = c.View(context.Background(), func(tx store.Tx) error {
+			return tx.Scan("t", nil, nil, func(k, _ []byte) bool {
+				if string(k) != fmt.Sprintf("%08d", keys) {
+					t.Errorf("snapshot %d: key %s where %08d was due: not a prefix", n, k, keys)
+					return false
+				}
+				keys++
+				return true
+			})
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = c.Close()
+		if keys < before {
+			t.Fatalf("snapshot %d holds %d writes; %d were acknowledged before it began", n, keys, before)
+		}
+	}
+	close(stop)
+	wg.Wait()
+	if acked.Load() == 0 {
+		t.Fatal("the writer wrote nothing")
+	}
+}
