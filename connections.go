@@ -164,21 +164,15 @@ func (t *txn) lastCreated(grantID string) (time.Time, error) {
 // todos a queue's owner would call outstanding are the TodoQueued and
 // TodoLeased ones. A grant that concerns neither is ErrNotFound.
 func (s *Switchboard) GrantTodos(ctx context.Context, human Human, grantID string, opts *ListOptions) ([]Todo, error) {
-	var o ListOptions
-	if opts != nil {
-		o = *opts
-	}
-	if o.Limit <= 0 {
-		o.Limit = 100
-	}
-	if o.Limit > 1000 {
-		return nil, fmt.Errorf("switchboard: grant todos: %w", invalid("limit %d over 1000", o.Limit))
+	o, err := opts.withDefaults()
+	if err != nil {
+		return nil, fmt.Errorf("switchboard: grant todos: %w", err)
 	}
 	if err := human.validate(); err != nil {
 		return nil, fmt.Errorf("switchboard: grant todos: %w", err)
 	}
 	var out []Todo
-	err := s.view(ctx, func(t *txn) error {
+	err = s.view(ctx, func(t *txn) error {
 		g, e, err := t.grantWithEdge(grantID)
 		if isNotFound(err) {
 			return notFound("grant")

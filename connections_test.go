@@ -99,3 +99,12 @@ func TestConnectionsAfterExpiry(t *testing.T) {
 		require.Empty(t, cs)
 	})
 }
+
+// Every listing takes the same limits: the operator's view as well.
+func TestListingLimits(t *testing.T) {
+	h := newHarness(t, memoryStore(t))
+	_, err := h.sb.InspectTodos(ctx, "bob-desk/inbox", &switchboard.ListOptions{Limit: 1001})
+	require.ErrorIs(t, err, switchboard.ErrInvalidArgument)
+	_, err = h.sb.GrantTodos(ctx, h.bob, "grant_x", &switchboard.ListOptions{Limit: 1001})
+	require.ErrorIs(t, err, switchboard.ErrInvalidArgument)
+}

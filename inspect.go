@@ -93,12 +93,9 @@ func queueKeyOf(address string) (string, error) {
 // it) in creation order, filtered as List filters: the operator's view,
 // through no grant.
 func (s *Switchboard) InspectTodos(ctx context.Context, address string, opts *ListOptions) ([]Todo, error) {
-	var o ListOptions
-	if opts != nil {
-		o = *opts
-	}
-	if o.Limit <= 0 {
-		o.Limit = 100
+	o, err := opts.withDefaults()
+	if err != nil {
+		return nil, fmt.Errorf("switchboard: inspect todos: %w", err)
 	}
 	qkey, err := queueKeyOf(address)
 	if err != nil {

@@ -56,22 +56,32 @@ type ListOptions struct {
 	Limit int       `json:"limit,omitempty"` // at most this many; zero: 100; at most 1000
 }
 
+// withDefaults is o (nil: every state) with the default limit, or an
+// error for a limit over 1000: every listing goes through it.
+func (o *ListOptions) withDefaults() (ListOptions, error) {
+	var out ListOptions
+	if o != nil {
+		out = *o
+	}
+	if out.Limit <= 0 {
+		out.Limit = 100
+	}
+	if out.Limit > 1000 {
+		return ListOptions{}, invalid("limit %d over 1000", out.Limit)
+	}
+	return out, nil
+}
+
 // List returns a queue's todos in creation order. Through a friend grant it
 // shows only the todos that grant created or claimed; an After cursor the
 // grant may not see is ErrNotFound.
 func (s *Switchboard) List(ctx context.Context, c Credential, queue string, opts *ListOptions) ([]Todo, error) {
-	var o ListOptions
-	if opts != nil {
-		o = *opts
-	}
-	if o.Limit <= 0 {
-		o.Limit = 100
-	}
-	if o.Limit > 1000 {
-		return nil, fmt.Errorf("switchboard: list: %w", invalid("limit %d over 1000", o.Limit))
+	o, err := opts.withDefaults()
+	if err != nil {
+		return nil, fmt.Errorf("switchboard: list: %w", err)
 	}
 	var out []Todo
-	err := s.view(ctx, func(t *txn) error {
+	err = s.view(ctx, func(t *txn) error {
 		g, qkey, err := s.authorize(t, c, queue, VerbList)
 		if err != nil {
 			return err

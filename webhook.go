@@ -241,12 +241,9 @@ func (s *Switchboard) RegisterWebhook(ctx context.Context, c Credential, rawURL 
 	}
 	var w Webhook
 	err = s.update(ctx, func(t *txn) error {
-		g, err := t.authenticate(c)
+		g, err := t.webhookGrant(c)
 		if err != nil {
 			return err
-		}
-		if !grantHolds(g.Scope, VerbWebhook) {
-			return fmt.Errorf("%w: grant does not allow %s", ErrForbidden, VerbWebhook)
 		}
 		n := 0
 		if err := t.scanPrefix(tWebhookByGrant, g.ID+sep, func(string, string) (bool, error) { n++; return true, nil }); err != nil {
@@ -283,6 +280,37 @@ func (s *Switchboard) RegisterWebhook(ctx context.Context, c Credential, rawURL 
 	return w, s.webhookSecret(w.ID), nil
 }
 
+// webhookGrant authenticates c for the webhook verbs: its grant must hold
+// VerbWebhook on some queue. Every webhook call goes through it.
+func (t *txn) webhookGrant(c Credential) (*grantRec, error) {
+	g, err := t.authenticate(c)
+	if err != nil {
+		return nil, err
+	}
+	if !grantHolds(g.Scope, VerbWebhook) {
+		return nil, fmt.Errorf("%w: grant does not allow %s", ErrForbidden, VerbWebhook)
+	}
+	return g, nil
+}
+
+// ownWebhook authenticates c for the webhook verbs and loads webhook id of
+// its grant; another grant's webhook is ErrNotFound, like one that does not
+// exist.
+func (t *txn) ownWebhook(c Credential, id string) (*grantRec, Webhook, error) {
+	g, err := t.webhookGrant(c)
+	if err != nil {
+		return nil, Webhook{}, err
+	}
+	var w Webhook
+	if err := t.get(tWebhooks, id, &w, "webhook"); err != nil {
+		return nil, Webhook{}, err
+	}
+	if w.Grant != g.ID {
+		return nil, Webhook{}, notFound("webhook")
+	}
+	return g, w, nil
+}
+
 func grantHolds(sc Scope, v Verb) bool {
 	for _, e := range sc {
 		if sc.Allows(e.Queue, v) {
@@ -296,12 +324,9 @@ func grantHolds(sc Scope, v Verb) bool {
 func (s *Switchboard) Webhooks(ctx context.Context, c Credential) ([]Webhook, error) {
 	var out []Webhook
 	err := s.view(ctx, func(t *txn) error {
-		g, err := t.authenticate(c)
+		g, err := t.webhookGrant(c)
 		if err != nil {
 			return err
-		}
-		if !grantHolds(g.Scope, VerbWebhook) {
-			return fmt.Errorf("%w: grant does not allow %s", ErrForbidden, VerbWebhook)
 		}
 		out, err = t.webhooksOf(g.ID)
 		return err
@@ -336,16 +361,9 @@ func (t *txn) webhooksOf(grantID string) ([]Webhook, error) {
 // ErrNotFound.
 func (s *Switchboard) DeleteWebhook(ctx context.Context, c Credential, id string) error {
 	err := s.update(ctx, func(t *txn) error {
-		g, err := t.authenticate(c)
+		g, w, err := t.ownWebhook(c, id)
 		if err != nil {
 			return err
-		}
-		var w Webhook
-		if err := t.get(tWebhooks, id, &w, "webhook"); err != nil {
-			return err
-		}
-		if w.Grant != g.ID {
-			return notFound("webhook")
 		}
 		return t.dropWebhook(w, agentActor(g.Holder))
 	})
@@ -362,16 +380,9 @@ func (s *Switchboard) RedriveWebhook(ctx context.Context, c Credential, id strin
 	n := 0
 	err := s.update(ctx, func(t *txn) error {
 		n = 0
-		g, err := t.authenticate(c)
+		g, w, err := t.ownWebhook(c, id)
 		if err != nil {
 			return err
-		}
-		var w Webhook
-		if err := t.get(tWebhooks, id, &w, "webhook"); err != nil {
-			return err
-		}
-		if w.Grant != g.ID {
-			return notFound("webhook")
 		}
 		var ids []string
 		if err := t.scanPrefix(tIdx, idxKey(idxGrant, g.ID, ""), func(_, v string) (bool, error) {
@@ -410,7 +421,8 @@ func (t *txn) dropWebhook(w Webhook, actor string) error {
 		return err
 	}
 	for _, q := range w.Arrivals {
-		if err := t.del(tWebhookByQueue, "p:"+w.Holder+"/"+q+sep+w.ID); err != nil {
+		// Arrivals are only ever the holder's own queues (RegisterWebhook).
+		if err := t.del(tWebhookByQueue, queueKey(&Grant{Target: w.Holder}, q)+sep+w.ID); err != nil {
 			return err
 		}
 	}
@@ -456,7 +468,7 @@ func (t *txn) notifyWebhooks(r *todoRec, typ string) error {
 	if err != nil {
 		return err
 	}
-	body, err := json.Marshal(map[string]any{"type": typ, "timestamp": t.now.Format(time.RFC3339Nano), "data": map[string]any{"todo": r.Todo}})
+	body, err := t.deliveryBody(typ, r)
 	if err != nil {
 		return err
 	}
@@ -485,7 +497,7 @@ func (t *txn) notifyArrival(r *todoRec) error {
 	}); err != nil {
 		return err
 	}
-	body, err := json.Marshal(map[string]any{"type": WebhookTodoCreated, "timestamp": t.now.Format(time.RFC3339Nano), "data": map[string]any{"todo": r.Todo}})
+	body, err := t.deliveryBody(WebhookTodoCreated, r)
 	if err != nil {
 		return err
 	}
@@ -499,6 +511,12 @@ func (t *txn) notifyArrival(r *todoRec) error {
 		}
 	}
 	return nil
+}
+
+// deliveryBody is what a delivery of an event about r sends, byte for byte
+// on every attempt.
+func (t *txn) deliveryBody(typ string, r *todoRec) ([]byte, error) {
+	return json.Marshal(map[string]any{"type": typ, "timestamp": t.now.Format(time.RFC3339Nano), "data": map[string]any{"todo": r.Todo}})
 }
 
 // queueDelivery inserts one delivery of body to w: a todo of the system
@@ -645,6 +663,13 @@ func (s *Switchboard) deliver(ctx context.Context, cl Claimed) deliveryOutcome {
 	case err == nil && status/100 == 2:
 		return deliveryOutcome{TodoDone, ""}
 	case err != nil:
+		// The reason is stored and audited: net/http's errors quote the
+		// URL, whose path or query may hold the receiver's own secret
+		// (a token in a hook URL), so only the cause is kept.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
 		return deliveryOutcome{attemptFailed, err.Error()}
 	}
 	return deliveryOutcome{attemptFailed, "HTTP " + strconv.Itoa(status)}

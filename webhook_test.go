@@ -268,7 +268,7 @@ func TestWebhookDestinations(t *testing.T) {
 		_, _, err = h.sb.RegisterWebhook(ctx, cred, u)
 		require.ErrorIs(t, err, switchboard.ErrInvalidArgument, u)
 	}
-	for _, u := range []string{rcv.srv.URL + "/h", localhost + "/h", rcv.srv.URL + "/3", rcv.srv.URL + "/4"} {
+	for _, u := range []string{rcv.srv.URL + "/h", localhost + "/h", rcv.srv.URL + "/3", rcv.srv.URL + "/4?token=s3cret-in-the-url"} {
 		_, _, err := h.sb.RegisterWebhook(ctx, cred, u)
 		require.NoError(t, err, u)
 	}
@@ -281,6 +281,10 @@ func TestWebhookDestinations(t *testing.T) {
 	require.Eventually(t, func() bool { d, _ := deadDeliveries(t, h, ""); return d == 4 }, 20*time.Second, 20*time.Millisecond)
 	_, refused := deadDeliveries(t, h, "not a public address")
 	require.Equal(t, 4, refused)
+	// The failure reasons are audited: they never quote the URL, whose
+	// query may hold the receiver's secret.
+	_, leaked := deadDeliveries(t, h, "s3cret")
+	require.Zero(t, leaked)
 	require.Empty(t, rcv.all(), "a loopback destination was dialled")
 }
 
@@ -495,9 +499,14 @@ func TestWebhookRedriveAndRetention(t *testing.T) {
 	finishOne(t, h, worker, `{}`)
 	rcv.wait(t, h)
 	require.Eventually(t, func() bool { d, _ := deadDeliveries(t, h, "HTTP 500"); return d == 1 }, 20*time.Second, 10*time.Millisecond)
-	n, err := h.sb.RedriveWebhook(ctx, worker, w.ID)
+	_, other, err := h.sb.Vend(ctx, h.bob, switchboard.VendRequest{Agent: "bob-desk", Scope: scope("inbox", switchboard.VerbWebhook)})
+	require.NoError(t, err)
+	n, err := h.sb.RedriveWebhook(ctx, other, w.ID)
 	require.ErrorIs(t, err, switchboard.ErrNotFound, "another grant's webhook")
 	require.Zero(t, n)
+	require.ErrorIs(t, h.sb.DeleteWebhook(ctx, other, w.ID), switchboard.ErrNotFound, "another grant's webhook")
+	_, err = h.sb.RedriveWebhook(ctx, worker, w.ID)
+	require.ErrorIs(t, err, switchboard.ErrForbidden, "a grant without the webhook verb, like every webhook call")
 	n, err = h.sb.RedriveWebhook(ctx, cred, w.ID)
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
