@@ -575,3 +575,35 @@ func TestAuditRetentionKeepsProofs(t *testing.T) {
 		}
 	})
 }
+
+// VerifyAuditWith reports its progress batch by batch up to the whole log,
+// and stops when its context is cancelled.
+func TestVerifyAuditProgress(t *testing.T) {
+	eachBackend(t, func(t *testing.T, h *harness) {
+		_, friend := h.friend(h.alice, h.bob, "alice-bot", "bob-desk", inboxCreate)
+		for i := 0; i < 600; i++ {
+			_, _, err := h.sb.CreateFor(ctx, friend, "inbox", sb.NewTodo{Kind: "k"})
+			require.NoError(t, err)
+		}
+		sequenced(t, h, h.sb)
+		var calls [][2]uint64
+		rep, err := h.sb.VerifyAuditWith(ctx, sb.VerifyOptions{Progress: func(checked, total uint64) {
+			calls = append(calls, [2]uint64{checked, total})
+		}})
+		require.NoError(t, err)
+		require.Greater(t, rep.Events, uint64(600))
+		require.Len(t, calls, 3, "before the first event, after each of the two batches")
+		require.Equal(t, [2]uint64{0, rep.Events}, calls[0])
+		require.Equal(t, [2]uint64{512, rep.Events}, calls[1])
+		require.Equal(t, [2]uint64{rep.Events, rep.Events}, calls[2])
+
+		cctx, cancel := context.WithCancel(ctx)
+		_, err = h.sb.VerifyAuditWith(cctx, sb.VerifyOptions{Progress: func(checked, _ uint64) {
+			if checked > 0 {
+				cancel()
+			}
+		}})
+		require.ErrorIs(t, err, context.Canceled)
+		require.NotErrorIs(t, err, sb.ErrAuditBroken)
+	})
+}

@@ -144,10 +144,30 @@ const verifyBatch = 512
 // transaction; events purged by retention are not read (their tree hashes
 // that later proofs need are kept).
 func (s *Switchboard) VerifyAudit(ctx context.Context, kept ...Checkpoint) (AuditReport, error) {
+	return s.VerifyAuditWith(ctx, VerifyOptions{Kept: kept})
+}
+
+// VerifyOptions tunes VerifyAuditWith.
+type VerifyOptions struct {
+	// Kept are checkpoints kept outside the store, as VerifyAudit takes.
+	Kept []Checkpoint
+	// Progress, if set, is called as the events are checked, with how
+	// many of the log's kept events are checked so far and how many
+	// there are: once before the first, then after every batch of 512.
+	// It runs on the calling goroutine, inside the read transaction, so
+	// it must return quickly and must not call the Switchboard.
+	Progress func(checked, total uint64)
+}
+
+// VerifyAuditWith is VerifyAudit with options: checkpoints kept outside
+// the store and a progress callback for long logs (a command line's
+// progress bar). A verification cancelled through ctx stops at the next
+// batch of events with ctx's error.
+func (s *Switchboard) VerifyAuditWith(ctx context.Context, opts VerifyOptions) (AuditReport, error) {
 	var rep AuditReport
 	err := s.view(ctx, func(t *txn) error {
 		var err error
-		rep, err = s.verifyAudit(t, kept)
+		rep, err = s.verifyAudit(ctx, t, opts)
 		return err
 	})
 	if err != nil {
@@ -156,8 +176,9 @@ func (s *Switchboard) VerifyAudit(ctx context.Context, kept ...Checkpoint) (Audi
 	return rep, nil
 }
 
-func (s *Switchboard) verifyAudit(t *txn, kept []Checkpoint) (AuditReport, error) {
+func (s *Switchboard) verifyAudit(ctx context.Context, t *txn, opts VerifyOptions) (AuditReport, error) {
 	var rep AuditReport
+	kept := opts.Kept
 	st, err := t.logState()
 	if err != nil {
 		return rep, err
@@ -190,7 +211,15 @@ func (s *Switchboard) verifyAudit(t *txn, kept []Checkpoint) (AuditReport, error
 		}
 	}
 
-	for n := st.Purged; n < st.Size; {
+	progress := func(uint64) {}
+	if opts.Progress != nil {
+		progress = func(n uint64) { opts.Progress(n-st.Purged, st.Size-st.Purged) }
+	}
+	progress(st.Purged)
+	for n := st.Purged; n < st.Size; progress(n) {
+		if err := ctx.Err(); err != nil {
+			return rep, err
+		}
 		end := min(st.Size, n+verifyBatch)
 		var keys, vals [][]byte
 		if err := t.tx.Scan(tEvents, be64b(seqOf(n)), be64b(seqOf(end)), func(k, v []byte) bool {

@@ -50,10 +50,10 @@ func (s *Switchboard) Claim(ctx context.Context, c Credential, queue string, opt
 	ctx, ob := s.observe(ctx, Operation{Verb: VerbClaim, Queue: queue})
 	got, err := s.claim(ctx, c, queue, 1, opts)
 	if err != nil {
-		ob.End("", err)
+		ob.End(Result{Err: err})
 		return Todo{}, Lease{}, fmt.Errorf("switchboard: claim: %w", err)
 	}
-	ob.End(got[0].Todo.ID, nil)
+	ob.End(Result{Todo: got[0].Todo.ID, Waits: s.waits(got)})
 	return got[0].Todo, got[0].Lease, nil
 }
 
@@ -74,10 +74,13 @@ func (s *Switchboard) ClaimN(ctx context.Context, c Credential, queue string, n 
 	if n < 1 || n > MaxClaimN {
 		return nil, fmt.Errorf("switchboard: claim: %w", invalid("n is %d, want 1 to %d", n, MaxClaimN))
 	}
+	ctx, ob := s.observe(ctx, Operation{Verb: VerbClaim, Queue: queue})
 	got, err := s.claim(ctx, c, queue, n, opts)
 	if err != nil {
+		ob.End(Result{Err: err})
 		return nil, fmt.Errorf("switchboard: claim: %w", err)
 	}
+	ob.End(Result{Todo: got[0].Todo.ID, Waits: s.waits(got)})
 	return got, nil
 }
 
@@ -323,8 +326,9 @@ func (s *Switchboard) leased(t *txn, c Credential, l Lease, v Verb) (*grantRec, 
 // the todo's current one, else ErrLeaseLost and nothing changes.
 func (s *Switchboard) Complete(ctx context.Context, c Credential, l Lease, result []byte) (err error) {
 	ctx, ob := s.observe(ctx, Operation{Verb: VerbComplete, Todo: l.TodoID})
-	defer func() { ob.End(l.TodoID, err) }()
-	if _, err := s.complete(ctx, c, l, result, 0, 0); err != nil {
+	res := Result{Todo: l.TodoID}
+	defer func() { res.Err = err; ob.End(res) }()
+	if _, err := s.complete(ctx, c, l, result, 0, 0, &res); err != nil {
 		return fmt.Errorf("switchboard: complete: %w", err)
 	}
 	return nil
@@ -340,7 +344,8 @@ func (s *Switchboard) Complete(ctx context.Context, c Credential, l Lease, resul
 // work, so opts.Wait must be false.
 func (s *Switchboard) CompleteAndClaim(ctx context.Context, c Credential, l Lease, result []byte, n int, opts *ClaimOptions) (next []Claimed, err error) {
 	ctx, ob := s.observe(ctx, Operation{Verb: VerbComplete, Todo: l.TodoID})
-	defer func() { ob.End(l.TodoID, err) }()
+	res := Result{Todo: l.TodoID}
+	defer func() { res.Err, res.Waits = err, s.waits(next); ob.End(res) }()
 	if n < 0 || n > MaxClaimN {
 		return nil, fmt.Errorf("switchboard: complete: %w", invalid("n is %d, want 0 to %d", n, MaxClaimN))
 	}
@@ -351,14 +356,16 @@ func (s *Switchboard) CompleteAndClaim(ctx context.Context, c Credential, l Leas
 		}
 		lease = opts.Lease
 	}
-	next, err = s.complete(ctx, c, l, result, n, lease)
+	next, err = s.complete(ctx, c, l, result, n, lease, &res)
 	if err != nil {
 		return nil, fmt.Errorf("switchboard: complete: %w", err)
 	}
 	return next, nil
 }
 
-func (s *Switchboard) complete(ctx context.Context, c Credential, l Lease, result []byte, n int, lease time.Duration) ([]Claimed, error) {
+// complete completes l's todo and, when n > 0, claims up to n more of its
+// queue; res learns the todo's queue and how long the lease was held.
+func (s *Switchboard) complete(ctx context.Context, c Credential, l Lease, result []byte, n int, lease time.Duration, res *Result) ([]Claimed, error) {
 	if len(result) > s.limits.MaxResult {
 		return nil, invalid("result is %d bytes, limit %d", len(result), s.limits.MaxResult)
 	}
@@ -379,6 +386,7 @@ func (s *Switchboard) complete(ctx context.Context, c Credential, l Lease, resul
 		if n > 0 && !g.Scope.Allows(r.Queue, VerbClaim) {
 			return fmt.Errorf("%w: grant does not allow %s on this queue", ErrForbidden, VerbClaim)
 		}
+		res.Queue, res.Held = r.Queue, heldFor(t, r)
 		r.Result = result
 		if err := t.endTodo(r, TodoDone, AttemptCompleted, agentActor(g.Holder), ""); err != nil {
 			return err
@@ -447,6 +455,14 @@ func (s *Switchboard) Heartbeat(ctx context.Context, c Credential, l Lease, d ti
 	return out, nil
 }
 
+// heldFor is how long r's current lease has been held.
+func heldFor(t *txn, r *todoRec) time.Duration {
+	if len(r.History) == 0 {
+		return 0
+	}
+	return max(t.now.Sub(r.History[len(r.History)-1].ClaimedAt), 0)
+}
+
 func (s *Switchboard) leaseFor(g *grantRec) time.Duration {
 	if g.DefaultLease > 0 {
 		return g.DefaultLease
@@ -460,7 +476,8 @@ func (s *Switchboard) leaseFor(g *grantRec) time.Duration {
 // be current, else ErrLeaseLost. reason is kept in the todo's history.
 func (s *Switchboard) Fail(ctx context.Context, c Credential, l Lease, reason string) (err error) {
 	ctx, ob := s.observe(ctx, Operation{Verb: VerbFail, Todo: l.TodoID})
-	defer func() { ob.End(l.TodoID, err) }()
+	res := Result{Todo: l.TodoID}
+	defer func() { res.Err = err; ob.End(res) }()
 	if err := checkText("reason", reason, s.limits.MaxTitle*4, true); err != nil {
 		return fmt.Errorf("switchboard: fail: %w", err)
 	}
@@ -470,7 +487,8 @@ func (s *Switchboard) Fail(ctx context.Context, c Credential, l Lease, reason st
 			return err
 		}
 		r.Error = reason
-		if r.Attempts >= r.MaxAttempts {
+		res.Queue, res.Held, res.Dead = r.Queue, heldFor(t, r), r.Attempts >= r.MaxAttempts
+		if res.Dead {
 			return t.endTodo(r, TodoDead, AttemptFailed, agentActor(g.Holder), reason)
 		}
 		if err := t.requeue(r, t.now.Add(backoff(r.Attempts)), AttemptFailed, reason); err != nil {

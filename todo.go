@@ -150,7 +150,7 @@ type NewTodo struct {
 // grant, edge and human.
 func (s *Switchboard) CreateFor(ctx context.Context, c Credential, queue string, n NewTodo) (todo Todo, created bool, err error) {
 	ctx, ob := s.observe(ctx, Operation{Verb: VerbCreateFor, Queue: queue})
-	defer func() { ob.End(todo.ID, err) }()
+	defer func() { ob.End(Result{Todo: todo.ID, Err: err, Existing: err == nil && !created}) }()
 	if n.Trace.IsZero() && s.cfg.Observer != nil {
 		n.Trace = s.cfg.Observer.Trace(ctx)
 	}
@@ -476,7 +476,7 @@ func visible(g *grantRec, r *todoRec) bool {
 // unknown one.
 func (s *Switchboard) Get(ctx context.Context, c Credential, todoID string) (todo Todo, err error) {
 	ctx, ob := s.observe(ctx, Operation{Verb: VerbGet, Todo: todoID})
-	defer func() { ob.End(todoID, err) }()
+	defer func() { ob.End(Result{Todo: todoID, Err: err}) }()
 	var out Todo
 	err = s.view(ctx, func(t *txn) error {
 		_, r, err := s.todoFor(t, c, todoID, VerbGet)

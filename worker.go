@@ -281,7 +281,7 @@ func (w *worker) call(ctx context.Context, t Todo) (result []byte, err error) {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("handler panicked: %v", p)
 		}
-		ob.End(t.ID, err)
+		ob.End(Result{Todo: t.ID, Err: err})
 	}()
 	return w.h(ctx, t)
 }

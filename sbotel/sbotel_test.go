@@ -2,6 +2,7 @@ package sbotel_test
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/switchboardhq/switchboard"
 	"github.com/switchboardhq/switchboard/sbotel"
@@ -114,4 +116,95 @@ func TestOneTraceAcrossAgents(t *testing.T) {
 	require.Equal(t, int64(1), counts["create_for/ok"])
 	require.Equal(t, int64(1), counts["work/ok"])
 	require.Equal(t, int64(1), counts["complete/ok"])
+}
+
+// stepClock is a clock the test moves by hand.
+type stepClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *stepClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+func (c *stepClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+func (c *stepClock) step(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+// The per-queue metrics: todos by event, claim wait, lease duration and
+// queue depth, with the times the clock made.
+func TestQueueMetrics(t *testing.T) {
+	ctx := context.Background()
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	obs := sbotel.New(tracenoop.NewTracerProvider(), mp)
+	clock := &stepClock{now: time.Now()}
+	k := switchboardtest.NewKit(t, &switchboard.Config{Observer: obs, Clock: clock})
+	reg, err := obs.ObserveQueues(k.SB)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, reg.Unregister()) }()
+	k.Publish("alice", "alice-bot")
+	k.Publish("bob", "bob-desk")
+	_, friend := k.Friend("alice-bot", "bob-desk", switchboard.Scope{{Queue: "inbox", Verbs: []switchboard.Verb{switchboard.VerbCreateFor}}})
+	worker := k.Worker("bob-desk", "inbox")
+
+	for i, n := range []switchboard.NewTodo{{Kind: "a", MaxAttempts: 1}, {Kind: "b", MaxAttempts: 2}, {Kind: "c", DedupKey: "c"}, {Kind: "c", DedupKey: "c"}} {
+		_, created, err := k.SB.CreateFor(ctx, friend, "inbox", n)
+		require.NoError(t, err)
+		require.Equal(t, i < 3, created)
+	}
+	clock.step(2 * time.Second) // each todo waits 2 s to be claimed
+	_, l1, err := k.SB.Claim(ctx, worker, "inbox", nil)
+	require.NoError(t, err)
+	got, err := k.SB.ClaimN(ctx, worker, "inbox", 2, nil)
+	require.NoError(t, err)
+	require.Len(t, got, 2)
+	clock.step(3 * time.Second)                                         // each lease is held 3 s
+	require.NoError(t, k.SB.Fail(ctx, worker, l1, "no"))                // its only attempt: dead
+	require.NoError(t, k.SB.Fail(ctx, worker, got[0].Lease, "not yet")) // retried later
+	require.NoError(t, k.SB.Complete(ctx, worker, got[1].Lease, nil))
+
+	var rm metricdata.ResourceMetrics
+	require.NoError(t, reader.Collect(ctx, &rm))
+	todos := map[string]int64{}
+	hist := map[string]metricdata.HistogramDataPoint[float64]{}
+	depth := map[string]int64{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			switch m.Name {
+			case "switchboard.todos":
+				for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
+					q, _ := dp.Attributes.Value("switchboard.queue")
+					ev, _ := dp.Attributes.Value("switchboard.event")
+					todos[q.AsString()+"/"+ev.AsString()] += dp.Value
+				}
+			case "switchboard.claim.wait", "switchboard.lease.duration":
+				dps := m.Data.(metricdata.Histogram[float64]).DataPoints
+				require.Len(t, dps, 1, m.Name)
+				q, _ := dps[0].Attributes.Value("switchboard.queue")
+				require.Equal(t, "inbox", q.AsString())
+				hist[m.Name] = dps[0]
+			case "switchboard.queue.depth":
+				for _, dp := range m.Data.(metricdata.Gauge[int64]).DataPoints {
+					q, _ := dp.Attributes.Value("switchboard.queue")
+					st, _ := dp.Attributes.Value("switchboard.state")
+					depth[q.AsString()+"/"+st.AsString()] = dp.Value
+				}
+			}
+		}
+	}
+	require.Equal(t, map[string]int64{"inbox/created": 3, "inbox/claimed": 3, "inbox/dead": 1, "inbox/failed": 1, "inbox/completed": 1}, todos)
+	require.Equal(t, uint64(3), hist["switchboard.claim.wait"].Count)
+	require.InDelta(t, 6.0, hist["switchboard.claim.wait"].Sum, 1e-9)
+	require.Equal(t, uint64(3), hist["switchboard.lease.duration"].Count)
+	require.InDelta(t, 9.0, hist["switchboard.lease.duration"].Sum, 1e-9)
+	require.Equal(t, int64(1), depth["bob-desk/inbox/delayed"], "the failed todo waits for its retry")
+	require.Equal(t, int64(1), depth["bob-desk/inbox/dead"])
+	require.Equal(t, int64(0), depth["bob-desk/inbox/ready"])
+	require.Equal(t, int64(0), depth["bob-desk/inbox/leased"])
 }

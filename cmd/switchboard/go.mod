@@ -8,6 +8,7 @@ require (
 	github.com/switchboardhq/switchboard v0.0.0
 	github.com/switchboardhq/switchboard/store/postgres v0.0.0
 	go.etcd.io/bbolt v1.5.0
+	golang.org/x/term v0.48.0
 )
 
 require (
@@ -25,7 +26,7 @@ require (
 	golang.org/x/mod v0.43.0 // indirect
 	golang.org/x/oauth2 v0.36.0 // indirect
 	golang.org/x/sync v0.22.0 // indirect
-	golang.org/x/sys v0.45.0 // indirect
+	golang.org/x/sys v0.50.0 // indirect
 	golang.org/x/text v0.41.0 // indirect
 )
 

@@ -30,6 +30,7 @@ import (
 
 	"github.com/spf13/cobra"
 	bbolterrors "go.etcd.io/bbolt/errors"
+	"golang.org/x/term"
 
 	"github.com/switchboardhq/switchboard"
 	"github.com/switchboardhq/switchboard/store"
@@ -222,13 +223,21 @@ func (a *app) commands() *cobra.Command {
 	conns.Flags().StringVar(&subject, "subject", "", "the human's subject")
 
 	audit := &cobra.Command{Use: "audit", Short: "The audit log: verify, checkpoint, prove"}
-	audit.AddCommand(&cobra.Command{Use: "verify", Short: "Rebuild the Merkle tree from every kept event and check it (exit 3 if it does not verify)", Args: cobra.NoArgs,
+	var progress bool
+	verify := &cobra.Command{Use: "verify", Short: "Rebuild the Merkle tree from every kept event and check it (exit 3 if it does not verify)", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := a.open(cmd.Context()); err != nil {
 				return err
 			}
-			fmt.Fprintln(cmd.ErrOrStderr(), "verifying the audit log…")
-			rep, err := a.sb.VerifyAudit(cmd.Context())
+			opts := switchboard.VerifyOptions{}
+			if progress {
+				bar := &progressBar{w: cmd.ErrOrStderr()}
+				opts.Progress = bar.show
+				defer bar.done()
+			} else {
+				fmt.Fprintln(cmd.ErrOrStderr(), "verifying the audit log…")
+			}
+			rep, err := a.sb.VerifyAuditWith(cmd.Context(), opts)
 			if err != nil {
 				return &exitErr{exitAudit, err}
 			}
@@ -237,7 +246,9 @@ func (a *app) commands() *cobra.Command {
 			}
 			fmt.Fprintf(a.out, "ok: events %d–%d, tree size %d, root %s\n", rep.First, rep.Last, rep.TreeSize, rep.Root)
 			return nil
-		}})
+		}}
+	verify.Flags().BoolVar(&progress, "progress", term.IsTerminal(int(os.Stderr.Fd())), "draw a progress bar on stderr (default: when stderr is a terminal)")
+	audit.AddCommand(verify)
 	audit.AddCommand(&cobra.Command{Use: "checkpoint", Short: "Sign and print the log's latest checkpoint (needs --log-key)", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := a.open(cmd.Context()); err != nil {
@@ -384,4 +395,32 @@ func clip(s string, n int) string {
 		return string(r[:n-1]) + "…"
 	}
 	return s
+}
+
+// progressBar draws VerifyAudit's progress on one line of a terminal, at
+// most ten times a second.
+type progressBar struct {
+	w     io.Writer
+	last  time.Time
+	drawn bool
+}
+
+func (b *progressBar) show(checked, total uint64) {
+	if checked < total && time.Since(b.last) < 100*time.Millisecond {
+		return
+	}
+	b.last = time.Now()
+	const width = 30
+	filled, pct := width, 100.0
+	if total > 0 {
+		filled, pct = int(checked*width/total), float64(checked)*100/float64(total)
+	}
+	fmt.Fprintf(b.w, "\rverifying [%s%s] %5.1f%% %d/%d events", strings.Repeat("=", filled), strings.Repeat(" ", width-filled), pct, checked, total)
+	b.drawn = true
+}
+
+func (b *progressBar) done() {
+	if b.drawn {
+		fmt.Fprintln(b.w)
+	}
 }

@@ -141,6 +141,11 @@ func TestOnABoltStore(t *testing.T) {
 	out, code = sb(t, bin, "--db", path, "audit", "verify")
 	require.Zero(t, code, out)
 	require.Contains(t, out, "ok: events")
+	// The progress bar (drawn by default on a terminal) ends at every event.
+	out, errs, code := sbStreams(t, bin, "--db", path, "audit", "verify", "--progress")
+	require.Zero(t, code, errs)
+	require.Contains(t, out, "ok: events")
+	require.Regexp(t, `verifying \[=+\] 100\.0% (\d+)/(\d+) events\n$`, errs)
 
 	backup := filepath.Join(dir, "backup.db")
 	out, code = sb(t, bin, "--db", path, "backup", backup)
@@ -167,7 +172,7 @@ func TestOnABoltStore(t *testing.T) {
 			_ = held.Update(ctx, func(tx store.Tx) error { return tx.Put("cli_test", []byte(strconv.Itoa(i)), []byte("x")) })
 		}
 	}()
-	out, errs, code := sbStreams(t, bin, "--db", path, "queues", "--json")
+	out, errs, code = sbStreams(t, bin, "--db", path, "queues", "--json")
 	require.Zero(t, code, errs)
 	require.Contains(t, errs, "reading a snapshot")
 	require.Equal(t, 2, queuesOf(t, out)["bob-desk/inbox"].Ready)
