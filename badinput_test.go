@@ -79,9 +79,9 @@ func TestCreateForRejectsBadInput(t *testing.T) {
 		}
 		_, _, err := h.sb.CreateFor(ctx, cred, "inbox", sb.NewTodo{Kind: "k", Payload: make([]byte, 64<<10)})
 		require.NoError(t, err, "a payload of exactly the limit is accepted")
-		_, _, err = h.sb.CreateFor(ctx, "", "inbox", sb.NewTodo{Kind: "k"})
+		_, _, err = h.sb.CreateFor(ctx, sb.Credential(""), "inbox", sb.NewTodo{Kind: "k"})
 		require.ErrorIs(t, err, sb.ErrUnauthenticated)
-		_, _, err = h.sb.CreateFor(ctx, "sbg_short", "inbox", sb.NewTodo{Kind: "k"})
+		_, _, err = h.sb.CreateFor(ctx, sb.Credential("sbg_short"), "inbox", sb.NewTodo{Kind: "k"})
 		require.ErrorIs(t, err, sb.ErrUnauthenticated)
 	})
 }

@@ -5,6 +5,7 @@ package switchboard
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -60,6 +61,9 @@ type Edge struct {
 	CreatedAt    time.Time  `json:"created_at,omitzero"` // when it was requested
 	UpdatedAt    time.Time  `json:"updated_at,omitzero"` // when its state last changed
 	ExpiresAt    time.Time  `json:"expires_at,omitzero"` // when a pending request lapses
+	// KeyThumbprint is the RFC 7638 thumbprint of the key the request was
+	// bound to (FriendRequest.Key); empty for a bearer request.
+	KeyThumbprint string `json:"jkt,omitempty"`
 }
 
 // edgeRec is the stored form: it also knows the target's human, which the
@@ -84,6 +88,13 @@ type FriendRequest struct {
 	// issuer, whose nonce is RequestNonce of this request. It is verified,
 	// hashed against replay and then discarded.
 	IDToken string `json:"id_token"`
+	// Key, if set, is the requesting agent's public key as a JWK (EC P-256
+	// or Ed25519, no private part): the grant an approval mints is bound
+	// to it, so its credential is usable — and collectable — only with a
+	// DPoP proof signed by that key (see Prove). Covered by RequestNonce
+	// through its thumbprint. A persona with RequireProof accepts only
+	// requests with a key.
+	Key json.RawMessage `json:"key,omitempty"`
 }
 
 // Approval is the legible summary an approval todo carries: who asks, why,
@@ -185,6 +196,12 @@ func (s *Switchboard) Request(ctx context.Context, r FriendRequest) (edge Edge, 
 	if err != nil {
 		return fail(err)
 	}
+	var jkt string
+	if len(r.Key) > 0 {
+		if jkt, err = KeyThumbprint(r.Key); err != nil {
+			return fail(err)
+		}
+	}
 	prov, err := s.oidc.verify(ctx, r.IDToken, tokenUse{nonce: RequestNonce(r), bind: s.cfg.Binding == BindNonce}, s.limits.MaxToken)
 	if err != nil {
 		return fail(err)
@@ -215,6 +232,9 @@ func (s *Switchboard) Request(ctx context.Context, r FriendRequest) (edge Edge, 
 		if err := t.checkBlocked(prov.Human(), to); err != nil {
 			return err
 		}
+		if to.RequireProof && jkt == "" {
+			return invalid("persona %s accepts only requests bound to a key: send the agent's public key (FriendRequest.Key)", to.ID)
+		}
 		if id, err := t.lookup(tEdgePending, r.From+sep+r.To); err != nil {
 			return err
 		} else if id != "" {
@@ -228,7 +248,7 @@ func (s *Switchboard) Request(ctx context.Context, r FriendRequest) (edge Edge, 
 				if err := t.expireEdge(old.ID); err != nil {
 					return err
 				}
-			case Equal(old.Requested, sc) && old.Why == r.Why && old.Pickup == r.Pickup:
+			case Equal(old.Requested, sc) && old.Why == r.Why && old.Pickup == r.Pickup && old.KeyThumbprint == jkt:
 				// A retry. The same token again is the same proof; a
 				// new one is spent here so it proves nothing else.
 				if old.Provenance.TokenHash != prov.TokenHash {
@@ -253,6 +273,7 @@ func (s *Switchboard) Request(ctx context.Context, r FriendRequest) (edge Edge, 
 				ID: newID("edge"), From: r.From, To: r.To, Requester: prov.Human(),
 				Requested: sc, Why: r.Why, State: EdgePending, Provenance: prov,
 				CreatedAt: t.now, UpdatedAt: t.now, ExpiresAt: t.now.Add(s.cfg.PendingTTL),
+				KeyThumbprint: jkt,
 			},
 			Target: to.Owner, Pickup: r.Pickup,
 		}
@@ -377,7 +398,7 @@ func (s *Switchboard) Approve(ctx context.Context, approver Human, edgeID string
 			}
 		}
 		g, _, err = t.mint(Grant{Holder: e.From, Target: e.To, Grantor: approver, Scope: granted, EdgeID: e.ID,
-			CollectBy: t.now.Add(s.cfg.PickupWindow)}, e.Requester, false)
+			CollectBy: t.now.Add(s.cfg.PickupWindow), KeyThumbprint: e.KeyThumbprint}, e.Requester, false)
 		if err != nil {
 			return err
 		}

@@ -20,6 +20,7 @@ import (
 	sb "github.com/switchboardhq/switchboard"
 	"github.com/switchboardhq/switchboard/store"
 	"github.com/switchboardhq/switchboard/store/memory"
+	"github.com/switchboardhq/switchboard/switchboardtest"
 )
 
 // newEvents reports whether anything was written since *seq, moving *seq on.
@@ -333,4 +334,53 @@ func storedTodo(t testing.TB, st store.Store, id string) []byte {
 		return err
 	}))
 	return b
+}
+
+// FuzzDPoPProof: a proof Prove accepts is a compact JWS signed by the key
+// the grant is bound to, and is good once (the same proof again is
+// refused as replayed); anything refused is ErrUnauthenticated, never
+// echoes the credential and records nothing.
+func FuzzDPoPProof(f *testing.F) {
+	h := newHarness(f, memory.New())
+	key, err := switchboardtest.NewProofKey("ES256")
+	require.NoError(f, err)
+	r := sb.FriendRequest{From: "alice-bot", To: "bob-desk", Scope: scope("inbox", sb.VerbCreateFor), Why: "fuzz", Pickup: testPickup, Key: key.JWK()}
+	r.IDToken = h.iss.RequestToken("alice", r, h.clock.Now())
+	e, _, err := h.sb.Request(ctx, r)
+	require.NoError(f, err)
+	_, err = h.sb.Approve(ctx, h.bob, e.ID, nil)
+	require.NoError(f, err)
+	now := h.clock.Now()
+	_, cred, err := h.sb.CollectWithProof(ctx, e.ID, testSecret, key.Proof("POST", "urn:collect", testSecret, now))
+	require.NoError(f, err)
+	good := key.Sign(switchboardtest.ProofClaims{JTI: "seed", Method: "POST", URL: "https://h.example/mcp", IssuedAt: now, Token: string(cred)})
+	f.Add(good)
+	f.Add(good + ".")
+	f.Add(strings.Replace(good, ".", "..", 1))
+	f.Add(strings.ToUpper(good))
+	f.Add(good[:len(good)/2])
+	f.Add(`{"protected":"e30","payload":"e30","signature":""}`)
+	seq := lastSeq(f, h)
+	f.Fuzz(func(t *testing.T, jwt string) {
+		p := sb.Proof{JWT: jwt, Method: "POST", URL: "https://h.example/mcp"}
+		proven, err := h.sb.Prove(ctx, cred, p)
+		if err == nil {
+			if strings.Count(jwt, ".") != 2 || proven.KeyThumbprint() != key.Thumbprint() {
+				t.Fatalf("accepted %q", jwt)
+			}
+			if _, err := h.sb.Prove(ctx, cred, p); err == nil || !strings.Contains(err.Error(), "replayed") {
+				t.Fatalf("accepted twice: %v", err)
+			}
+			return
+		}
+		if !errors.Is(err, sb.ErrUnauthenticated) {
+			t.Fatalf("unexpected error class: %v", err)
+		}
+		if strings.Contains(err.Error(), string(cred)) {
+			t.Fatalf("the error echoes the credential: %v", err)
+		}
+		if newEvents(t, h, &seq) {
+			t.Fatalf("a refused proof wrote events")
+		}
+	})
 }

@@ -10,6 +10,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -48,6 +49,10 @@ type Grant struct {
 	// CollectedAt is when the requesting agent collected the credential of
 	// a friend grant; zero before, and for vended grants.
 	CollectedAt time.Time `json:"collected_at,omitzero"`
+	// KeyThumbprint is, for a grant bound to a key, the key's RFC 7638
+	// thumbprint: every call under the grant needs a DPoP proof signed by
+	// it (see Prove). Empty for a bearer grant.
+	KeyThumbprint string `json:"jkt,omitempty"`
 }
 
 // grantRec is the stored form: the grant plus its credential hash.
@@ -133,9 +138,30 @@ func (t *txn) mint(g Grant, holder Human, withCredential bool) (Grant, Credentia
 	return g, cred, err
 }
 
-// authenticate resolves a credential to its live grant: the one place every
-// agent-facing call checks a credential.
-func (t *txn) authenticate(c Credential) (*grantRec, error) {
+// authenticate resolves what a call presents to its live grant: the one
+// place every agent-facing call checks a credential. A grant bound to a
+// key accepts only a Proven by that key (see Prove).
+func (t *txn) authenticate(a Auth) (*grantRec, error) {
+	if a == nil {
+		return nil, fmt.Errorf("%w: no credential", ErrUnauthenticated)
+	}
+	c, jkt := a.presentation()
+	g, err := t.grantOf(c)
+	if err != nil {
+		return nil, err
+	}
+	if g.KeyThumbprint != "" && g.KeyThumbprint != jkt {
+		if jkt == "" {
+			return nil, fmt.Errorf("%w: the grant is bound to a key; present a proof of it (Prove)", ErrDPoPRequired)
+		}
+		return nil, proofErr("it is signed by another key than the grant is bound to")
+	}
+	return g, nil
+}
+
+// grantOf resolves a credential to its live grant, whatever key the grant
+// is bound to.
+func (t *txn) grantOf(c Credential) (*grantRec, error) {
 	s := string(c)
 	if !strings.HasPrefix(s, credPrefix) || len(s) != len(credPrefix)+43 {
 		return nil, fmt.Errorf("%w: malformed credential", ErrUnauthenticated)
@@ -161,7 +187,7 @@ func (t *txn) authenticate(c Credential) (*grantRec, error) {
 // authorize is the one gate for every queue verb: the credential must be live,
 // the queue must be in the grant's scope (else ErrNotFound — exactly as for a
 // queue that does not exist), and the verb must be granted on it.
-func (s *Switchboard) authorize(t *txn, c Credential, queue string, v Verb) (*grantRec, string, error) {
+func (s *Switchboard) authorize(t *txn, c Auth, queue string, v Verb) (*grantRec, string, error) {
 	g, err := t.authenticate(c)
 	if err != nil {
 		return nil, "", err
@@ -192,8 +218,9 @@ func queueKey(g *Grant, queue string) string {
 func approvalsKey(h Human) string { return "h:" + h.key() + "/" + ApprovalsQueue }
 
 // Authenticate returns the live grant a credential stands for, or
-// ErrUnauthenticated.
-func (s *Switchboard) Authenticate(ctx context.Context, c Credential) (Grant, error) {
+// ErrUnauthenticated (ErrDPoPRequired for a bare credential whose grant is
+// bound to a key).
+func (s *Switchboard) Authenticate(ctx context.Context, c Auth) (Grant, error) {
 	var g Grant
 	err := s.view(ctx, func(t *txn) error {
 		r, err := t.authenticate(c)
@@ -225,6 +252,10 @@ type VendRequest struct {
 	// DefaultLease is the lease length for claims that name none; zero means
 	// Config.DefaultLease. In JSON, nanoseconds.
 	DefaultLease time.Duration `json:"default_lease,omitempty"`
+	// Key, if set, binds the grant to the agent's public key (a JWK, as
+	// FriendRequest.Key): every call needs a DPoP proof by it. Required
+	// when Target has RequireProof.
+	Key json.RawMessage `json:"key,omitempty"`
 }
 
 // Vend lets human grant one of their own agents a scope over their own
@@ -247,6 +278,12 @@ func (s *Switchboard) Vend(ctx context.Context, human Human, r VendRequest) (Gra
 	if err := checkTime("expiry", r.ExpiresAt); err != nil {
 		return Grant{}, "", fmt.Errorf("switchboard: vend: %w", err)
 	}
+	var jkt string
+	if len(r.Key) > 0 {
+		if jkt, err = KeyThumbprint(r.Key); err != nil {
+			return Grant{}, "", fmt.Errorf("switchboard: vend: %w", err)
+		}
+	}
 	var g Grant
 	var cred Credential
 	err = s.update(ctx, func(t *txn) error {
@@ -261,11 +298,14 @@ func (s *Switchboard) Vend(ctx context.Context, human Human, r VendRequest) (Gra
 			if p.Owner != human {
 				return notFound("persona") // not yours looks like not there
 			}
+			if id == r.Target && p.RequireProof && jkt == "" {
+				return invalid("persona %s accepts only grants bound to a key: set VendRequest.Key", id)
+			}
 		}
 		var err error
 		g, cred, err = t.mint(Grant{
 			Holder: r.Agent, Target: r.Target, Grantor: human, Scope: sc,
-			ExpiresAt: r.ExpiresAt.UTC(), DefaultLease: r.DefaultLease,
+			ExpiresAt: r.ExpiresAt.UTC(), DefaultLease: r.DefaultLease, KeyThumbprint: jkt,
 		}, human, true)
 		return err
 	})

@@ -46,7 +46,7 @@ type ClaimOptions struct {
 // (counted as an attempt; a todo out of attempts is dead-lettered), so
 // correctness never depends on a reaper. When nothing is ready it returns
 // ErrQueueEmpty, or with opts.Wait blocks until work arrives or ctx ends.
-func (s *Switchboard) Claim(ctx context.Context, c Credential, queue string, opts *ClaimOptions) (Todo, Lease, error) {
+func (s *Switchboard) Claim(ctx context.Context, c Auth, queue string, opts *ClaimOptions) (Todo, Lease, error) {
 	ctx, ob := s.observe(ctx, Operation{Verb: VerbClaim, Queue: queue})
 	got, err := s.claim(ctx, c, queue, 1, opts)
 	if err != nil {
@@ -70,7 +70,7 @@ const MaxClaimN = 100
 // transaction — one commit for all of them — in the order Claim would take
 // them one by one. It returns at least one, or ErrQueueEmpty; with
 // opts.Wait it blocks until at least one is ready or ctx ends.
-func (s *Switchboard) ClaimN(ctx context.Context, c Credential, queue string, n int, opts *ClaimOptions) ([]Claimed, error) {
+func (s *Switchboard) ClaimN(ctx context.Context, c Auth, queue string, n int, opts *ClaimOptions) ([]Claimed, error) {
 	if n < 1 || n > MaxClaimN {
 		return nil, fmt.Errorf("switchboard: claim: %w", invalid("n is %d, want 1 to %d", n, MaxClaimN))
 	}
@@ -84,7 +84,7 @@ func (s *Switchboard) ClaimN(ctx context.Context, c Credential, queue string, n 
 	return got, nil
 }
 
-func (s *Switchboard) claim(ctx context.Context, c Credential, queue string, n int, opts *ClaimOptions) ([]Claimed, error) {
+func (s *Switchboard) claim(ctx context.Context, c Auth, queue string, n int, opts *ClaimOptions) ([]Claimed, error) {
 	var o ClaimOptions
 	if opts != nil {
 		o = *opts
@@ -311,7 +311,7 @@ func (t *txn) requeue(r *todoRec, at time.Time, how Outcome, reason string) erro
 
 // leased loads the todo a lease names and checks the lease is its current,
 // unexpired one: the fencing rule every lease verb shares.
-func (s *Switchboard) leased(t *txn, c Credential, l Lease, v Verb) (*grantRec, *todoRec, error) {
+func (s *Switchboard) leased(t *txn, c Auth, l Lease, v Verb) (*grantRec, *todoRec, error) {
 	g, r, err := s.todoFor(t, c, l.TodoID, v)
 	if err != nil {
 		return nil, nil, err
@@ -324,7 +324,7 @@ func (s *Switchboard) leased(t *txn, c Credential, l Lease, v Verb) (*grantRec, 
 
 // Complete finishes a leased todo with an optional result. The lease must be
 // the todo's current one, else ErrLeaseLost and nothing changes.
-func (s *Switchboard) Complete(ctx context.Context, c Credential, l Lease, result []byte) (err error) {
+func (s *Switchboard) Complete(ctx context.Context, c Auth, l Lease, result []byte) (err error) {
 	ctx, ob := s.observe(ctx, Operation{Verb: VerbComplete, Todo: l.TodoID})
 	res := Result{Todo: l.TodoID}
 	defer func() { res.Err = err; ob.End(res) }()
@@ -342,7 +342,7 @@ func (s *Switchboard) Complete(ctx context.Context, c Credential, l Lease, resul
 // when n > 0, else ErrForbidden and nothing changes. An empty queue is not
 // an error: the completion stands and next is empty. It never waits for
 // work, so opts.Wait must be false.
-func (s *Switchboard) CompleteAndClaim(ctx context.Context, c Credential, l Lease, result []byte, n int, opts *ClaimOptions) (next []Claimed, err error) {
+func (s *Switchboard) CompleteAndClaim(ctx context.Context, c Auth, l Lease, result []byte, n int, opts *ClaimOptions) (next []Claimed, err error) {
 	ctx, ob := s.observe(ctx, Operation{Verb: VerbComplete, Todo: l.TodoID})
 	res := Result{Todo: l.TodoID}
 	defer func() { res.Err, res.Waits = err, s.waits(next); ob.End(res) }()
@@ -365,7 +365,7 @@ func (s *Switchboard) CompleteAndClaim(ctx context.Context, c Credential, l Leas
 
 // complete completes l's todo and, when n > 0, claims up to n more of its
 // queue; res learns the todo's queue and how long the lease was held.
-func (s *Switchboard) complete(ctx context.Context, c Credential, l Lease, result []byte, n int, lease time.Duration, res *Result) ([]Claimed, error) {
+func (s *Switchboard) complete(ctx context.Context, c Auth, l Lease, result []byte, n int, lease time.Duration, res *Result) ([]Claimed, error) {
 	if len(result) > s.limits.MaxResult {
 		return nil, invalid("result is %d bytes, limit %d", len(result), s.limits.MaxResult)
 	}
@@ -416,7 +416,7 @@ func backoff(attempt int) time.Duration {
 // else Config.DefaultLease), but never past Config.MaxLease after the claim.
 // The lease must be current, else ErrLeaseLost. It returns the extended lease;
 // the token is unchanged.
-func (s *Switchboard) Heartbeat(ctx context.Context, c Credential, l Lease, d time.Duration) (Lease, error) {
+func (s *Switchboard) Heartbeat(ctx context.Context, c Auth, l Lease, d time.Duration) (Lease, error) {
 	if d < 0 || d > s.cfg.MaxLease {
 		return Lease{}, fmt.Errorf("switchboard: heartbeat: %w", invalid("lease %s outside [0, %s] (0: the default)", d, s.cfg.MaxLease))
 	}
@@ -474,7 +474,7 @@ func (s *Switchboard) leaseFor(g *grantRec) time.Duration {
 // 30 s × 2^(attempt−1), capped at 15 minutes; after its last attempt it is
 // dead-lettered (terminal, listable, re-drivable with Redrive). The lease must
 // be current, else ErrLeaseLost. reason is kept in the todo's history.
-func (s *Switchboard) Fail(ctx context.Context, c Credential, l Lease, reason string) (err error) {
+func (s *Switchboard) Fail(ctx context.Context, c Auth, l Lease, reason string) (err error) {
 	ctx, ob := s.observe(ctx, Operation{Verb: VerbFail, Todo: l.TodoID})
 	res := Result{Todo: l.TodoID}
 	defer func() { res.Err = err; ob.End(res) }()
@@ -508,7 +508,7 @@ func (s *Switchboard) Fail(ctx context.Context, c Credential, l Lease, reason st
 // Release hands a leased todo back unfinished, ready at once. The attempt
 // does not count against MaxAttempts. The lease must be current, else
 // ErrLeaseLost.
-func (s *Switchboard) Release(ctx context.Context, c Credential, l Lease) error {
+func (s *Switchboard) Release(ctx context.Context, c Auth, l Lease) error {
 	err := s.update(ctx, func(t *txn) error {
 		g, r, err := s.leased(t, c, l, VerbRelease)
 		if err != nil {

@@ -52,12 +52,17 @@ func checkPersonaCard(c agentcard.Card) error {
 // Persona is an agent identity owned by one human and announced with an
 // Agent Card. Its queues are addressed by name under its id.
 type Persona struct {
-	ID           string         `json:"id"`                  // the persona's id: its queues are addressed under it
-	Owner        Human          `json:"owner"`               // the human who owns the persona and approves its friend requests
-	Card         agentcard.Card `json:"card"`                // the A2A Agent Card it announces itself with
-	Discoverable bool           `json:"discoverable"`        // whether others can look it up and friend-request it
-	CreatedAt    time.Time      `json:"created_at,omitzero"` // when it was first published
-	UpdatedAt    time.Time      `json:"updated_at,omitzero"` // when it was last published
+	ID           string         `json:"id"`           // the persona's id: its queues are addressed under it
+	Owner        Human          `json:"owner"`        // the human who owns the persona and approves its friend requests
+	Card         agentcard.Card `json:"card"`         // the A2A Agent Card it announces itself with
+	Discoverable bool           `json:"discoverable"` // whether others can look it up and friend-request it
+	// RequireProof makes every grant into this persona bound to a key
+	// (DPoP): a friend request or Vend without a key is refused. Publish
+	// refuses to turn it on while a live bearer grant into the persona
+	// remains (revoke those first), so it always holds for every grant.
+	RequireProof bool      `json:"require_proof,omitempty"`
+	CreatedAt    time.Time `json:"created_at,omitzero"` // when it was first published
+	UpdatedAt    time.Time `json:"updated_at,omitzero"` // when it was last published
 }
 
 // Publish stores a persona in the local directory, or updates the card and
@@ -90,6 +95,11 @@ func (s *Switchboard) Publish(ctx context.Context, p Persona) (Persona, error) {
 		default:
 			return err
 		}
+		if p.RequireProof && (old == nil || !old.RequireProof) {
+			if err := t.checkNoBearerGrants(p); err != nil {
+				return err
+			}
+		}
 		p.UpdatedAt = t.now
 		if err := t.put(tPersonas, p.ID, personaRec{p}); err != nil {
 			return err
@@ -109,6 +119,7 @@ type personaHead struct {
 	ID           string `json:"id"`
 	Owner        Human  `json:"owner"`
 	Discoverable bool   `json:"discoverable"`
+	RequireProof bool   `json:"require_proof,omitempty"`
 	Card         struct {
 		Name string `json:"name"`
 	} `json:"card"`
@@ -127,4 +138,34 @@ func (t *txn) persona(id string) (*Persona, error) {
 		return nil, err
 	}
 	return &r.Persona, nil
+}
+
+// checkNoBearerGrants refuses to require proofs of persona p while a live
+// grant into it is bound to no key. Grants into p are granted by its owner
+// (approvals and Vends), so the owner's grant index finds them.
+func (t *txn) checkNoBearerGrants(p Persona) error {
+	prefix := "g" + p.Owner.key() + sep
+	var ids []string
+	if err := t.tx.Scan(tGrantByHuman, []byte(prefix), prefixEnd(prefix), func(k, _ []byte) bool {
+		ids = append(ids, string(k[len(prefix):]))
+		return true
+	}); err != nil {
+		return err
+	}
+	n := 0
+	for _, id := range ids {
+		var g grantRec
+		if err := t.get(tGrants, id, &g, "grant"); isNotFound(err) {
+			continue
+		} else if err != nil {
+			return err
+		}
+		if g.Target == p.ID && g.live(t.now) && g.KeyThumbprint == "" {
+			n++
+		}
+	}
+	if n > 0 {
+		return fmt.Errorf("%w: %d live grant(s) into %s are bound to no key; revoke them before requiring proofs", ErrConflict, n, p.ID)
+	}
+	return nil
 }

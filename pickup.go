@@ -70,7 +70,23 @@ func errNothingToCollect() error {
 // secret is ErrInvalidArgument. The credential is created by this call and
 // stored only as a hash. A grant not collected within the window is revoked
 // by the next Reap, with its edge.
+//
+// A request bound to a key (FriendRequest.Key) is collected only with
+// CollectWithProof; here it is ErrDPoPRequired.
 func (s *Switchboard) Collect(ctx context.Context, edgeID, secret string) (Grant, Credential, error) {
+	return s.collect(ctx, edgeID, secret, nil)
+}
+
+// CollectWithProof is Collect for a friend request bound to a key: p must
+// be a DPoP proof (see Prove) signed by that key whose ath is the hash of
+// the pickup secret, so an intercepted secret is useless without the key.
+// The proof is spent (good for one request) before the collection is
+// tried.
+func (s *Switchboard) CollectWithProof(ctx context.Context, edgeID, secret string, p Proof) (Grant, Credential, error) {
+	return s.collect(ctx, edgeID, secret, &p)
+}
+
+func (s *Switchboard) collect(ctx context.Context, edgeID, secret string, p *Proof) (Grant, Credential, error) {
 	fail := func(err error) (Grant, Credential, error) {
 		return Grant{}, "", fmt.Errorf("switchboard: collect: %w", err)
 	}
@@ -79,6 +95,31 @@ func (s *Switchboard) Collect(ctx context.Context, edgeID, secret string) (Grant
 	}
 	if err := s.checkName("edge id", edgeID); err != nil {
 		return fail(err)
+	}
+	var jkt string
+	if p != nil {
+		chk, err := s.checkProof(*p, secret, s.now())
+		if err != nil {
+			return fail(err)
+		}
+		// Spent in its own transaction, with the edge's key checked, so
+		// the proof is good for one try whatever the try does.
+		err = s.update(ctx, func(t *txn) error {
+			var e edgeRec
+			if err := t.get(tEdges, edgeID, &e, "edge"); errors.Is(err, ErrNotFound) {
+				return errNothingToCollect()
+			} else if err != nil {
+				return err
+			}
+			if e.KeyThumbprint != "" && e.KeyThumbprint != chk.jkt {
+				return proofErr("it is signed by another key than the request is bound to")
+			}
+			return t.spendProof(s, chk)
+		})
+		if err != nil {
+			return fail(err)
+		}
+		jkt = chk.jkt
 	}
 	var g Grant
 	var cred Credential
@@ -92,6 +133,9 @@ func (s *Switchboard) Collect(ctx context.Context, edgeID, secret string) (Grant
 		ok := subtle.ConstantTimeCompare([]byte(e.Pickup), []byte(PickupVerifier(secret))) == 1
 		if !ok || e.State != EdgeApproved || e.GrantID == "" {
 			return errNothingToCollect()
+		}
+		if e.KeyThumbprint != "" && e.KeyThumbprint != jkt {
+			return fmt.Errorf("%w: the request is bound to a key; collect with a proof of it (CollectWithProof)", ErrDPoPRequired)
 		}
 		var r grantRec
 		if err := t.get(tGrants, e.GrantID, &r, "grant"); err != nil {

@@ -377,7 +377,10 @@ func clipAll(vs []string) []string {
 // escaped only where JSON requires it (so "<", ">", "&" and non-ASCII stay
 // as they are). The scope is the request's, in its order, each entry with
 // exactly its queue and its verbs (an empty list as []); the strings are
-// those of the request as sent. IDToken is not read. For an object of only
+// those of the request as sent. A request with a Key adds the member
+// "jkt": its RFC 7638 thumbprint (KeyThumbprint), so the key cannot be
+// swapped in transit; without a Key there is no jkt member. IDToken is
+// not read. For an object of only
 // strings, arrays and the small integer 3, JSON.stringify of an object
 // whose members were added in sorted order is its JCS form: a JavaScript
 // agent computes the nonce in a few lines. testdata/request-nonce.json
@@ -402,6 +405,15 @@ func RequestNonceInput(r FriendRequest) []byte {
 		}
 		scope = append(scope, entry{validUTF8(e.Queue), verbs})
 	}
+	// A request bound to a key adds its thumbprint (jkt); a request that
+	// is not has no jkt member, so its text is what it always was.
+	var jkt string
+	if len(r.Key) > 0 {
+		jkt, _ = KeyThumbprint(r.Key) // a bad key fails the request before its nonce counts
+		if jkt == "" {
+			jkt = "invalid"
+		}
+	}
 	b, err := json.Marshal(struct {
 		V      int     `json:"v"`
 		From   string  `json:"from"`
@@ -409,7 +421,8 @@ func RequestNonceInput(r FriendRequest) []byte {
 		Scope  []entry `json:"scope"`
 		Why    string  `json:"why"`
 		Pickup string  `json:"pickup"`
-	}{3, validUTF8(r.From), validUTF8(r.To), scope, validUTF8(r.Why), validUTF8(r.Pickup)})
+		JKT    string  `json:"jkt,omitempty"`
+	}{3, validUTF8(r.From), validUTF8(r.To), scope, validUTF8(r.Why), validUTF8(r.Pickup), jkt})
 	if err != nil {
 		panic(err) // strings, slices and an int always encode
 	}

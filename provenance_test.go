@@ -215,7 +215,7 @@ func FuzzRequestToken(f *testing.F) {
 	})
 }
 
-func lastSeq(t *testing.T, h *harness) uint64 {
+func lastSeq(t testing.TB, h *harness) uint64 {
 	t.Helper()
 	var seq uint64
 	for {

@@ -10,7 +10,7 @@ import (
 // Cancel ends a queued todo without running it. It needs the cancel verb,
 // which only the queue owner's own grants (Vend) can hold. A leased todo
 // must finish or fail first: ErrInvalidTransition.
-func (s *Switchboard) Cancel(ctx context.Context, c Credential, todoID, reason string) error {
+func (s *Switchboard) Cancel(ctx context.Context, c Auth, todoID, reason string) error {
 	if err := checkText("reason", reason, s.limits.MaxTitle*4, true); err != nil {
 		return fmt.Errorf("switchboard: cancel: %w", err)
 	}
@@ -32,7 +32,7 @@ func (s *Switchboard) Cancel(ctx context.Context, c Credential, todoID, reason s
 
 // Redrive puts a dead todo back in its queue with its attempts reset. It
 // needs the redrive verb (queue owner only).
-func (s *Switchboard) Redrive(ctx context.Context, c Credential, todoID string) error {
+func (s *Switchboard) Redrive(ctx context.Context, c Auth, todoID string) error {
 	err := s.update(ctx, func(t *txn) error {
 		g, r, err := s.todoFor(t, c, todoID, VerbRedrive)
 		if err != nil {
@@ -75,7 +75,7 @@ func (o *ListOptions) withDefaults() (ListOptions, error) {
 // List returns a queue's todos in creation order. Through a friend grant it
 // shows only the todos that grant created or claimed; an After cursor the
 // grant may not see is ErrNotFound.
-func (s *Switchboard) List(ctx context.Context, c Credential, queue string, opts *ListOptions) ([]Todo, error) {
+func (s *Switchboard) List(ctx context.Context, c Auth, queue string, opts *ListOptions) ([]Todo, error) {
 	o, err := opts.withDefaults()
 	if err != nil {
 		return nil, fmt.Errorf("switchboard: list: %w", err)

@@ -320,11 +320,17 @@ func (r personaRec) appendStored(b []byte) ([]byte, error) {
 	b = appendString(b, r.ID)
 	b = appendString(b, r.Owner.Issuer)
 	b = appendString(b, r.Owner.Subject)
+	// The flags byte: 1 discoverable, 2 require proof. An older version
+	// refuses a persona with a flag it does not know, instead of
+	// accepting bearer grants into it.
+	var flags byte
 	if r.Discoverable {
-		b = append(b, 1)
-	} else {
-		b = append(b, 0)
+		flags |= 1
 	}
+	if r.RequireProof {
+		flags |= 2
+	}
+	b = append(b, flags)
 	b = appendString(b, r.Card.Name)
 	return append(b, body...), nil
 }
@@ -349,7 +355,7 @@ func (r *personaRec) loadStored(b []byte) error {
 	if body.Card.Name != h.Card.Name {
 		return fmt.Errorf("%w: the head names the card %q, the card says %q", errRecord, h.Card.Name, body.Card.Name)
 	}
-	r.Persona = Persona{ID: h.ID, Owner: h.Owner, Discoverable: h.Discoverable, Card: body.Card, CreatedAt: body.CreatedAt, UpdatedAt: body.UpdatedAt}
+	r.Persona = Persona{ID: h.ID, Owner: h.Owner, Discoverable: h.Discoverable, RequireProof: h.RequireProof, Card: body.Card, CreatedAt: body.CreatedAt, UpdatedAt: body.UpdatedAt}
 	return nil
 }
 
@@ -372,13 +378,11 @@ func decodePersonaHead(b []byte) (personaHead, []byte, error) {
 	h.ID = d.string()
 	h.Owner.Issuer = d.string()
 	h.Owner.Subject = d.string()
-	switch flag := d.raw1(); flag {
-	case 0:
-	case 1:
-		h.Discoverable = true
-	default:
-		d.fail("bad discoverable flag %d", flag)
+	flags := d.raw1()
+	if flags&^3 != 0 {
+		d.fail("bad persona flags %d", flags)
 	}
+	h.Discoverable, h.RequireProof = flags&1 != 0, flags&2 != 0
 	h.Card.Name = d.string()
 	if d.err != nil {
 		return personaHead{}, nil, d.err

@@ -39,7 +39,7 @@ func TestStatusOfRealErrors(t *testing.T) {
 				_, _, err := h.sb.Request(ctx, sb.FriendRequest{From: "carol-bot", To: "bob-desk", Scope: inboxCreate, Why: "w", Pickup: testPickup, IDToken: "a.b.c"})
 				return err
 			}), 401, "provenance_rejected"},
-			{"bad credential", call(func() error { _, err := h.sb.List(ctx, "sbg_nope", "inbox", nil); return err }), 401, "unauthenticated"},
+			{"bad credential", call(func() error { _, err := h.sb.List(ctx, sb.Credential("sbg_nope"), "inbox", nil); return err }), 401, "unauthenticated"},
 			{"verb not granted", call(func() error { _, _, err := h.sb.Claim(ctx, friend, "inbox", nil); return err }), 403, "forbidden"},
 			{"not yours", call(func() error { _, err := h.sb.Get(ctx, friend, "todo_nope"); return err }), 404, "not_found"},
 			{"stale lease", call(func() error { return h.sb.Complete(ctx, w, l, nil) }), 409, "lease_lost"},

@@ -137,6 +137,10 @@ type Config struct {
 	// Webhooks, if set, turns webhooks on: grants holding VerbWebhook may
 	// register destinations (RegisterWebhook), and Run delivers to them.
 	Webhooks *WebhookConfig
+
+	// DPoP tunes how proofs for grants bound to a key are checked (see
+	// Prove); nil means the defaults. Key-bound grants work without it.
+	DPoP *DPoPConfig
 }
 
 // The Config defaults, one place per setting; the field docs name them.
@@ -182,6 +186,7 @@ type Switchboard struct {
 	now    func() time.Time
 	oidc   *verifier
 	limits Limits
+	dpop   DPoPConfig // Config.DPoP with its defaults
 	quotas Quotas
 	dirs   []Directory
 	// localDir: one of dirs is the local directory of st, so a persona in
@@ -269,6 +274,10 @@ func New(st store.Store, cfg *Config) (*Switchboard, error) {
 		return nil, err
 	}
 	c.Webhooks = wh
+	dp, err := c.DPoP.withDefaults()
+	if err != nil {
+		return nil, err
+	}
 	l := c.Limits
 	v, err := newVerifier(c)
 	if err != nil {
@@ -290,7 +299,7 @@ func New(st store.Store, cfg *Config) (*Switchboard, error) {
 	if err := migrate(context.Background(), st, c.Clock.Now); err != nil {
 		return nil, fmt.Errorf("switchboard: open store: %w", err)
 	}
-	s := &Switchboard{st: st, cfg: c, now: c.Clock.Now, oidc: v, limits: l, quotas: c.Quotas.withDefaults(), dirs: dirs, localDir: local}
+	s := &Switchboard{st: st, cfg: c, now: c.Clock.Now, oidc: v, limits: l, dpop: dp, quotas: c.Quotas.withDefaults(), dirs: dirs, localDir: local}
 	if c.LogKey != "" {
 		if s.logSigner, s.logVerifier, s.logVKey, err = logKeys(c.LogKey); err != nil {
 			return nil, fmt.Errorf("switchboard: %w", err)

@@ -148,7 +148,7 @@ type NewTodo struct {
 // that does not exist. created is false when DedupKey matched an existing
 // todo, which is returned instead. Every todo records the creating agent,
 // grant, edge and human.
-func (s *Switchboard) CreateFor(ctx context.Context, c Credential, queue string, n NewTodo) (todo Todo, created bool, err error) {
+func (s *Switchboard) CreateFor(ctx context.Context, c Auth, queue string, n NewTodo) (todo Todo, created bool, err error) {
 	ctx, ob := s.observe(ctx, Operation{Verb: VerbCreateFor, Queue: queue})
 	defer func() { ob.End(Result{Todo: todo.ID, Err: err, Existing: err == nil && !created}) }()
 	if n.Trace.IsZero() && s.cfg.Observer != nil {
@@ -438,7 +438,7 @@ func (r *todoRec) closeAttempt(now time.Time, how Outcome, reason string) {
 // it does not hold v, or (through a friend grant) neither created nor
 // claimed by that grant — is ErrNotFound with the same words as an id that
 // does not exist, so no answer tells a caller which ids exist.
-func (s *Switchboard) todoFor(t *txn, c Credential, id string, v Verb) (*grantRec, *todoRec, error) {
+func (s *Switchboard) todoFor(t *txn, c Auth, id string, v Verb) (*grantRec, *todoRec, error) {
 	g, err := t.authenticate(c)
 	if err != nil {
 		return nil, nil, err
@@ -474,7 +474,7 @@ func visible(g *grantRec, r *todoRec) bool {
 // Get returns one todo. Through a friend grant only the todos that grant
 // created or claimed are visible; any other id is ErrNotFound, exactly as an
 // unknown one.
-func (s *Switchboard) Get(ctx context.Context, c Credential, todoID string) (todo Todo, err error) {
+func (s *Switchboard) Get(ctx context.Context, c Auth, todoID string) (todo Todo, err error) {
 	ctx, ob := s.observe(ctx, Operation{Verb: VerbGet, Todo: todoID})
 	defer func() { ob.End(Result{Todo: todoID, Err: err}) }()
 	var out Todo

@@ -228,7 +228,7 @@ func (s *Switchboard) checkWebhookURL(raw string) (string, error) {
 // Only a queue owner's own agent may watch a queue: a Vend grant whose
 // holder is the queue's persona, holding VerbWebhook on it; anyone else's
 // request is ErrForbidden.
-func (s *Switchboard) RegisterWebhook(ctx context.Context, c Credential, rawURL string, arrivals ...string) (Webhook, string, error) {
+func (s *Switchboard) RegisterWebhook(ctx context.Context, c Auth, rawURL string, arrivals ...string) (Webhook, string, error) {
 	fail := func(err error) (Webhook, string, error) {
 		return Webhook{}, "", fmt.Errorf("switchboard: register webhook: %w", err)
 	}
@@ -282,7 +282,7 @@ func (s *Switchboard) RegisterWebhook(ctx context.Context, c Credential, rawURL 
 
 // webhookGrant authenticates c for the webhook verbs: its grant must hold
 // VerbWebhook on some queue. Every webhook call goes through it.
-func (t *txn) webhookGrant(c Credential) (*grantRec, error) {
+func (t *txn) webhookGrant(c Auth) (*grantRec, error) {
 	g, err := t.authenticate(c)
 	if err != nil {
 		return nil, err
@@ -296,7 +296,7 @@ func (t *txn) webhookGrant(c Credential) (*grantRec, error) {
 // ownWebhook authenticates c for the webhook verbs and loads webhook id of
 // its grant; another grant's webhook is ErrNotFound, like one that does not
 // exist.
-func (t *txn) ownWebhook(c Credential, id string) (*grantRec, Webhook, error) {
+func (t *txn) ownWebhook(c Auth, id string) (*grantRec, Webhook, error) {
 	g, err := t.webhookGrant(c)
 	if err != nil {
 		return nil, Webhook{}, err
@@ -321,7 +321,7 @@ func grantHolds(sc Scope, v Verb) bool {
 }
 
 // Webhooks lists the webhooks of the credential's grant.
-func (s *Switchboard) Webhooks(ctx context.Context, c Credential) ([]Webhook, error) {
+func (s *Switchboard) Webhooks(ctx context.Context, c Auth) ([]Webhook, error) {
 	var out []Webhook
 	err := s.view(ctx, func(t *txn) error {
 		g, err := t.webhookGrant(c)
@@ -359,7 +359,7 @@ func (t *txn) webhooksOf(grantID string) ([]Webhook, error) {
 // DeleteWebhook removes one of the grant's webhooks: its undelivered
 // deliveries are dropped when they come up. Another grant's webhook is
 // ErrNotFound.
-func (s *Switchboard) DeleteWebhook(ctx context.Context, c Credential, id string) error {
+func (s *Switchboard) DeleteWebhook(ctx context.Context, c Auth, id string) error {
 	err := s.update(ctx, func(t *txn) error {
 		g, w, err := t.ownWebhook(c, id)
 		if err != nil {
@@ -376,7 +376,7 @@ func (s *Switchboard) DeleteWebhook(ctx context.Context, c Credential, id string
 // RedriveWebhook puts the dead deliveries of one of the grant's webhooks
 // back in the delivery queue, their attempts reset — once the receiver is
 // fixed — and returns how many. Another grant's webhook is ErrNotFound.
-func (s *Switchboard) RedriveWebhook(ctx context.Context, c Credential, id string) (int, error) {
+func (s *Switchboard) RedriveWebhook(ctx context.Context, c Auth, id string) (int, error) {
 	n := 0
 	err := s.update(ctx, func(t *txn) error {
 		n = 0

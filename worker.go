@@ -63,7 +63,7 @@ var workVerbs = []Verb{VerbClaim, VerbComplete, VerbFail, VerbHeartbeat}
 // logged to Config.Logger; an error no retry can fix — the credential is
 // unauthenticated or lacks claim, the queue is unknown — stops Work at once
 // (after the running handlers finish) and is returned.
-func (s *Switchboard) Work(ctx context.Context, c Credential, queue string, h Handler, opts *WorkOptions) error {
+func (s *Switchboard) Work(ctx context.Context, c Auth, queue string, h Handler, opts *WorkOptions) error {
 	var o WorkOptions
 	if opts != nil {
 		o = *opts
@@ -113,7 +113,7 @@ func (s *Switchboard) Work(ctx context.Context, c Credential, queue string, h Ha
 
 type worker struct {
 	s     *Switchboard
-	c     Credential
+	c     Auth
 	queue string
 	h     Handler
 	o     WorkOptions
