@@ -27,6 +27,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
@@ -50,6 +51,10 @@ type Options struct {
 	// Stream tunes the streamable HTTP handler that Handler builds; nil
 	// means the SDK's defaults.
 	Stream *mcp.StreamableHTTPOptions
+	// URL is the endpoint's public URL, which DPoP proofs name (htu).
+	// Empty means each request's own URL as it arrived (scheme from TLS,
+	// Host header, path): set it behind a proxy that changes them.
+	URL string
 }
 
 // tool is one MCP tool: its name, the verb a grant must hold (on some
@@ -59,7 +64,7 @@ type tool struct {
 	verb    switchboard.Verb
 	desc    string
 	schemas [2]*jsonschema.Schema // input, output
-	run     func(h *handlers, ctx context.Context, cred switchboard.Credential, args []byte) (any, error)
+	run     func(h *handlers, ctx context.Context, cred switchboard.Auth, args []byte) (any, error)
 }
 
 // tools is the one table of the tools.
@@ -78,7 +83,7 @@ var tools = []tool{
 	{"delete_webhook", switchboard.VerbWebhook, "Delete one of this grant's webhooks; its undelivered deliveries are dropped.", deleteWebhookSchemas, (*handlers).deleteWebhook},
 }
 
-func (h *handlers) registerWebhook(ctx context.Context, cred switchboard.Credential, args []byte) (any, error) {
+func (h *handlers) registerWebhook(ctx context.Context, cred switchboard.Auth, args []byte) (any, error) {
 	var a struct {
 		URL      string   `json:"url"`
 		Arrivals []string `json:"arrivals,omitempty"`
@@ -96,7 +101,7 @@ func (h *handlers) registerWebhook(ctx context.Context, cred switchboard.Credent
 	}{w, secret}, nil
 }
 
-func (h *handlers) listWebhooks(ctx context.Context, cred switchboard.Credential, args []byte) (any, error) {
+func (h *handlers) listWebhooks(ctx context.Context, cred switchboard.Auth, args []byte) (any, error) {
 	var a struct{}
 	if err := switchboard.DecodeJSON(args, &a); err != nil {
 		return nil, err
@@ -113,7 +118,7 @@ func (h *handlers) listWebhooks(ctx context.Context, cred switchboard.Credential
 	}{ws}, nil
 }
 
-func (h *handlers) redriveWebhook(ctx context.Context, cred switchboard.Credential, args []byte) (any, error) {
+func (h *handlers) redriveWebhook(ctx context.Context, cred switchboard.Auth, args []byte) (any, error) {
 	var a struct {
 		ID string `json:"id"`
 	}
@@ -129,7 +134,7 @@ func (h *handlers) redriveWebhook(ctx context.Context, cred switchboard.Credenti
 	}{n}, nil
 }
 
-func (h *handlers) deleteWebhook(ctx context.Context, cred switchboard.Credential, args []byte) (any, error) {
+func (h *handlers) deleteWebhook(ctx context.Context, cred switchboard.Auth, args []byte) (any, error) {
 	var a struct {
 		ID string `json:"id"`
 	}
@@ -146,6 +151,11 @@ func (h *handlers) deleteWebhook(ctx context.Context, cred switchboard.Credentia
 
 // NewServer returns an MCP server with switchboard's queue tools.
 func NewServer(sb *switchboard.Switchboard, opts *Options) *mcp.Server {
+	srv, _ := newServer(sb, opts)
+	return srv
+}
+
+func newServer(sb *switchboard.Switchboard, opts *Options) (*mcp.Server, *handlers) {
 	o := Options{}
 	if opts != nil {
 		o = *opts
@@ -162,23 +172,36 @@ func NewServer(sb *switchboard.Switchboard, opts *Options) *mcp.Server {
 		srv.AddTool(&mcp.Tool{Name: t.name, Description: t.desc, InputSchema: t.schemas[0], OutputSchema: t.schemas[1]}, h.tool(t))
 	}
 	srv.AddReceivingMiddleware(h.listFilter)
-	return srv
+	return srv, h
 }
 
 // Handler serves the tools over streamable HTTP, each request carrying the
-// agent's credential as its bearer token (RFC 6750). A request that opens
-// a session (no Mcp-Session-Id) without a valid credential is answered 401
-// with WWW-Authenticate: Bearer — error="invalid_token" for a credential
-// that is unknown, revoked or expired, error="invalid_request" for a
-// malformed header, no error for none (RFC 6750 §3) — and the JSON body
-// every switchboard host answers errors with:
+// agent's credential as its bearer token (RFC 6750) or, for a grant bound
+// to a key, as a DPoP token with a proof (RFC 9449): "Authorization: DPoP
+// sbg_…" and a "DPoP" header holding a proof of this request (method and
+// URL — Options.URL, else the request's own) over the credential.
+//
+// A DPoP request is checked here, whether or not it opens a session: its
+// proof is verified and spent (switchboard.Prove), so it is good for this
+// one HTTP request, and the tool calls it carries act with it. A refused
+// proof is answered 401 with WWW-Authenticate: DPoP error=
+// "invalid_dpop_proof" (or "use_dpop_nonce" and a DPoP-Nonce header when
+// the host requires server nonces).
+//
+// A bearer request that opens a session (no Mcp-Session-Id) without a
+// valid credential is answered 401 with WWW-Authenticate: Bearer —
+// error="invalid_token" for a credential that is unknown, revoked or
+// expired, error="invalid_request" for a malformed header, no error for
+// none (RFC 6750 §3) — or, when the credential's grant is bound to a key,
+// with a DPoP challenge (error="invalid_token": it needs a proof). Each
+// answer carries the JSON body every switchboard host answers errors with:
 // {"error":{"code":"unauthenticated","message":"…"}}. Within an open
 // session a credential revoked or expired meanwhile reaches the tools, and
 // each call fails as an MCP tool error ("unauthenticated: …") the client
 // reads like any other refusal, instead of an HTTP error the MCP client
 // would throw. Every tool call authenticates its own request's credential.
 func Handler(sb *switchboard.Switchboard, opts *Options) http.Handler {
-	srv := NewServer(sb, opts)
+	srv, hs := newServer(sb, opts)
 	var so *mcp.StreamableHTTPOptions
 	if opts != nil {
 		so = opts.Stream
@@ -191,16 +214,38 @@ func Handler(sb *switchboard.Switchboard, opts *Options) http.Handler {
 			return
 		}
 		f := strings.Fields(authz)
-		if len(f) != 2 || !strings.EqualFold(f[0], "bearer") {
-			unauthorized(w, "invalid_request", "the Authorization header is not Bearer and a credential")
+		switch {
+		case len(f) == 2 && strings.EqualFold(f[0], "dpop"):
+			proofs := r.Header.Values("DPoP")
+			if len(proofs) != 1 {
+				dpopUnauthorized(w, sb, switchboard.ErrDPoPRequired, "send exactly one DPoP header with a proof of this request")
+				return
+			}
+			p := switchboard.Proof{JWT: proofs[0], Method: r.Method, URL: requestURL(r, hs.o.URL)}
+			proven, err := sb.Prove(r.Context(), switchboard.Credential(f[1]), p)
+			if err != nil {
+				if st := switchboard.StatusOf(err); st.HTTP >= 500 {
+					serverError(w, st)
+					return
+				}
+				dpopUnauthorized(w, sb, err, "")
+				return
+			}
+			// The tool calls this request carries act with proven, found
+			// by the proof they came with (spent here, so unique).
+			hs.proven.Store(proofs[0], proven)
+			defer hs.proven.Delete(proofs[0])
+		case len(f) != 2 || !strings.EqualFold(f[0], "bearer"):
+			unauthorized(w, "invalid_request", "the Authorization header is not Bearer or DPoP and a credential")
 			return
-		}
-		if r.Header.Get("Mcp-Session-Id") == "" {
+		case r.Header.Get("Mcp-Session-Id") == "":
 			if _, err := sb.Authenticate(r.Context(), switchboard.Credential(f[1])); err != nil {
 				if st := switchboard.StatusOf(err); st.HTTP >= 500 {
-					w.Header().Set("Content-Type", "application/json")
-					w.WriteHeader(st.HTTP)
-					_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{"code": st.Code, "message": "the credential could not be checked"}})
+					serverError(w, st)
+					return
+				}
+				if errors.Is(err, switchboard.ErrDPoPRequired) {
+					dpopUnauthorized(w, sb, err, "the credential's grant is bound to a key: send it as a DPoP token with a proof")
 					return
 				}
 				unauthorized(w, "invalid_token", "the credential is not valid (unknown, revoked or expired)")
@@ -209,6 +254,25 @@ func Handler(sb *switchboard.Switchboard, opts *Options) http.Handler {
 		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// requestURL is the URL a DPoP proof of r must name: configured, or r's
+// own (scheme from TLS, the Host header, the path).
+func requestURL(r *http.Request, configured string) string {
+	if configured != "" {
+		return configured
+	}
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	return scheme + "://" + r.Host + r.URL.EscapedPath()
+}
+
+func serverError(w http.ResponseWriter, st switchboard.Status) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(st.HTTP)
+	_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{"code": st.Code, "message": "the credential could not be checked"}})
 }
 
 // unauthorized answers 401 with a Bearer challenge (RFC 6750 §3) and the
@@ -222,6 +286,31 @@ func unauthorized(w http.ResponseWriter, code, msg string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusUnauthorized)
 	_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{"code": "unauthenticated", "message": "unauthenticated: " + msg}})
+}
+
+// dpopUnauthorized answers 401 with a DPoP challenge (RFC 9449 §7.1):
+// error="use_dpop_nonce" with a fresh DPoP-Nonce, "invalid_dpop_proof"
+// for a refused proof, "invalid_token" for a credential that needs a
+// proof or is not valid; the JSON body carries switchboard's code.
+func dpopUnauthorized(w http.ResponseWriter, sb *switchboard.Switchboard, err error, msg string) {
+	code := "invalid_token"
+	switch {
+	case errors.Is(err, switchboard.ErrUseDPoPNonce):
+		code = "use_dpop_nonce"
+		w.Header().Set("DPoP-Nonce", sb.DPoPNonce())
+	case errors.Is(err, switchboard.ErrInvalidDPoPProof):
+		code = "invalid_dpop_proof"
+	}
+	if msg == "" {
+		msg = err.Error()
+		if !errors.Is(err, switchboard.ErrDPoPRequired) && !errors.Is(err, switchboard.ErrInvalidDPoPProof) && !errors.Is(err, switchboard.ErrUseDPoPNonce) {
+			msg = "the credential is not valid (unknown, revoked or expired)"
+		}
+	}
+	w.Header().Set("WWW-Authenticate", fmt.Sprintf(`DPoP error=%q, error_description=%q, algs=%q`, code, msg, switchboard.DPoPAlgorithms))
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusUnauthorized)
+	_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{"code": switchboard.StatusOf(err).Code, "message": msg}})
 }
 
 // Verifier authenticates a switchboard credential presented as a bearer
@@ -272,23 +361,36 @@ func grantVerbs(g switchboard.Grant) []string {
 type handlers struct {
 	sb *switchboard.Switchboard
 	o  Options
+	// proven holds, while Handler serves a DPoP request, the Proven its
+	// proof made, keyed by the proof.
+	proven sync.Map
 }
 
 var errNoCredential = fmt.Errorf("%w: no credential: send it as the bearer token", switchboard.ErrUnauthenticated)
 
-// credential is the credential a call acts with.
-func (h *handlers) credential(extra *mcp.RequestExtra) (switchboard.Credential, error) {
+// credential is what a call acts with: Options.Credential, the bearer
+// credential of its HTTP request, or the Proven Handler made of its DPoP
+// request.
+func (h *handlers) credential(extra *mcp.RequestExtra) (switchboard.Auth, error) {
 	if h.o.Credential != "" {
 		return h.o.Credential, nil
 	}
 	if extra == nil || extra.Header == nil {
-		return "", errNoCredential
+		return nil, errNoCredential
 	}
 	f := strings.Fields(extra.Header.Get("Authorization"))
-	if len(f) != 2 || !strings.EqualFold(f[0], "bearer") {
-		return "", errNoCredential
+	switch {
+	case len(f) == 2 && strings.EqualFold(f[0], "bearer"):
+		return switchboard.Credential(f[1]), nil
+	case len(f) == 2 && strings.EqualFold(f[0], "dpop"):
+		if p, ok := h.proven.Load(extra.Header.Get("DPoP")); ok {
+			if p := p.(switchboard.Proven); p.Credential() == switchboard.Credential(f[1]) {
+				return p, nil
+			}
+		}
+		return nil, fmt.Errorf("%w: a DPoP request is checked by Handler", switchboard.ErrDPoPRequired)
 	}
-	return switchboard.Credential(f[1]), nil
+	return nil, errNoCredential
 }
 
 // listFilter answers tools/list with the tools whose verb the caller's
@@ -386,7 +488,7 @@ type okResult struct {
 	OK bool `json:"ok"`
 }
 
-func (h *handlers) createFor(ctx context.Context, cred switchboard.Credential, args []byte) (any, error) {
+func (h *handlers) createFor(ctx context.Context, cred switchboard.Auth, args []byte) (any, error) {
 	sb := h.sb
 	queue, rest, err := splitQueue(args)
 	if err != nil {
@@ -406,7 +508,7 @@ func (h *handlers) createFor(ctx context.Context, cred switchboard.Credential, a
 	}{t, created}, nil
 }
 
-func (h *handlers) listTodos(ctx context.Context, cred switchboard.Credential, args []byte) (any, error) {
+func (h *handlers) listTodos(ctx context.Context, cred switchboard.Auth, args []byte) (any, error) {
 	sb := h.sb
 	var a struct {
 		Queue string `json:"queue"`
@@ -436,7 +538,7 @@ func (h *handlers) listTodos(ctx context.Context, cred switchboard.Credential, a
 	return res, nil
 }
 
-func (h *handlers) getTodo(ctx context.Context, cred switchboard.Credential, args []byte) (any, error) {
+func (h *handlers) getTodo(ctx context.Context, cred switchboard.Auth, args []byte) (any, error) {
 	sb := h.sb
 	var a struct {
 		ID string `json:"id"`
@@ -453,7 +555,7 @@ func (h *handlers) getTodo(ctx context.Context, cred switchboard.Credential, arg
 	}{t}, nil
 }
 
-func (h *handlers) claim(ctx context.Context, cred switchboard.Credential, args []byte) (any, error) {
+func (h *handlers) claim(ctx context.Context, cred switchboard.Auth, args []byte) (any, error) {
 	sb := h.sb
 	var a struct {
 		Queue string `json:"queue"`
@@ -496,7 +598,7 @@ func (h *handlers) claim(ctx context.Context, cred switchboard.Credential, args 
 	return claimed{Todo: &t, Lease: &l}, nil
 }
 
-func (h *handlers) heartbeat(ctx context.Context, cred switchboard.Credential, args []byte) (any, error) {
+func (h *handlers) heartbeat(ctx context.Context, cred switchboard.Auth, args []byte) (any, error) {
 	sb := h.sb
 	var a struct {
 		leaseArgs
@@ -518,7 +620,7 @@ func (h *handlers) heartbeat(ctx context.Context, cred switchboard.Credential, a
 	}{l}, nil
 }
 
-func (h *handlers) complete(ctx context.Context, cred switchboard.Credential, args []byte) (any, error) {
+func (h *handlers) complete(ctx context.Context, cred switchboard.Auth, args []byte) (any, error) {
 	sb := h.sb
 	var a struct {
 		leaseArgs
@@ -538,7 +640,7 @@ func (h *handlers) complete(ctx context.Context, cred switchboard.Credential, ar
 	return okResult{true}, sb.Complete(ctx, cred, a.lease(), result)
 }
 
-func (h *handlers) fail(ctx context.Context, cred switchboard.Credential, args []byte) (any, error) {
+func (h *handlers) fail(ctx context.Context, cred switchboard.Auth, args []byte) (any, error) {
 	sb := h.sb
 	var a struct {
 		leaseArgs
@@ -550,7 +652,7 @@ func (h *handlers) fail(ctx context.Context, cred switchboard.Credential, args [
 	return okResult{true}, sb.Fail(ctx, cred, a.lease(), a.Reason)
 }
 
-func (h *handlers) release(ctx context.Context, cred switchboard.Credential, args []byte) (any, error) {
+func (h *handlers) release(ctx context.Context, cred switchboard.Auth, args []byte) (any, error) {
 	sb := h.sb
 	var a leaseArgs
 	if err := switchboard.DecodeJSON(args, &a); err != nil {

@@ -3,6 +3,7 @@ package mcptools_test
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -290,4 +291,127 @@ func TestTraceOverMCP(t *testing.T) {
 	assert.Equal(t, map[string]any{"traceparent": tp, "tracestate": "rojo=1"}, out["todo"].(map[string]any)["trace"])
 	_, e = call(t, s, "create_for", map[string]any{"queue": "inbox", "kind": "k", "trace": map[string]any{"traceparent": "nope"}})
 	assert.True(t, strings.HasPrefix(e, "invalid_argument: "), e)
+}
+
+// dpopClient signs a fresh DPoP proof of every request it sends, as an
+// agent's DPoP-aware HTTP client does; nonce, when set, is put in each.
+type dpopClient struct {
+	cred  string
+	key   *switchboardtest.ProofKey
+	nonce string
+	rt    http.RoundTripper
+}
+
+func (d *dpopClient) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	u := *r.URL
+	u.RawQuery = ""
+	r.Header.Set("Authorization", "DPoP "+d.cred)
+	r.Header.Set("DPoP", d.key.Sign(switchboardtest.ProofClaims{JTI: rand.Text(), Method: r.Method, URL: u.String(), IssuedAt: time.Now(), Token: d.cred, Nonce: d.nonce}))
+	return d.rt.RoundTrip(r)
+}
+
+// A grant bound to a key works over MCP only as a DPoP token with a proof
+// of each request; bearer use of its credential and bad proofs are 401s
+// with DPoP challenges (RFC 9449 §7.1).
+func TestDPoPOverStreamableHTTP(t *testing.T) {
+	k := switchboardtest.NewKit(t, nil)
+	k.Publish("alice", "alice-bot")
+	k.Publish("bob", "bob-desk")
+	key, err := switchboardtest.NewProofKey("ES256")
+	require.NoError(t, err)
+	_, cred := k.BoundFriend("alice-bot", "bob-desk", inbox, key)
+	srv := httptest.NewServer(mcptools.Handler(k.SB, nil))
+	t.Cleanup(srv.Close)
+
+	c := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1"}, nil)
+	s, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{
+		Endpoint: srv.URL, HTTPClient: &http.Client{Transport: &dpopClient{cred: string(cred), key: key, rt: http.DefaultTransport}}, MaxRetries: -1,
+	}, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { s.Close() })
+	assert.Equal(t, []string{"create_for", "get_todo", "list_todos"}, toolNames(t, s))
+	out, errText := call(t, s, "create_for", map[string]any{"queue": "inbox", "kind": "k"})
+	require.Empty(t, errText)
+	assert.Equal(t, true, out["created"])
+
+	initialize := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}`
+	post := func(authz, proof string) *http.Response {
+		req, err := http.NewRequest("POST", srv.URL, strings.NewReader(initialize))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Authorization", authz)
+		if proof != "" {
+			req.Header.Set("DPoP", proof)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		t.Cleanup(func() { resp.Body.Close() })
+		return resp
+	}
+	code := func(resp *http.Response) string {
+		var body struct {
+			Error struct{ Code string } `json:"error"`
+		}
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&body))
+		return body.Error.Code
+	}
+
+	// The leaked credential as a bearer token.
+	resp := post("Bearer "+string(cred), "")
+	require.Equal(t, 401, resp.StatusCode)
+	assert.Contains(t, resp.Header.Get("WWW-Authenticate"), `DPoP error="invalid_token"`)
+	assert.Contains(t, resp.Header.Get("WWW-Authenticate"), `algs="ES256 EdDSA"`)
+	assert.Equal(t, "dpop_required", code(resp))
+	// As a DPoP token without a proof, with one for another URL, and a replay.
+	resp = post("DPoP "+string(cred), "")
+	require.Equal(t, 401, resp.StatusCode)
+	assert.Equal(t, "dpop_required", code(resp))
+	resp = post("DPoP "+string(cred), key.Proof("POST", srv.URL+"/elsewhere", string(cred), time.Now()).JWT)
+	require.Equal(t, 401, resp.StatusCode)
+	assert.Contains(t, resp.Header.Get("WWW-Authenticate"), `DPoP error="invalid_dpop_proof"`)
+	assert.Equal(t, "invalid_dpop_proof", code(resp))
+	proof := key.Proof("POST", srv.URL, string(cred), time.Now()).JWT
+	resp = post("DPoP "+string(cred), proof)
+	require.Equal(t, 200, resp.StatusCode)
+	resp = post("DPoP "+string(cred), proof)
+	require.Equal(t, 401, resp.StatusCode, "a replayed proof")
+	assert.Contains(t, resp.Header.Get("WWW-Authenticate"), "replayed")
+	// Another key's proof.
+	other, err := switchboardtest.NewProofKey("EdDSA")
+	require.NoError(t, err)
+	resp = post("DPoP "+string(cred), other.Proof("POST", srv.URL, string(cred), time.Now()).JWT)
+	require.Equal(t, 401, resp.StatusCode)
+	assert.Contains(t, resp.Header.Get("WWW-Authenticate"), "another key")
+}
+
+// With server nonces required, the first proof is answered use_dpop_nonce
+// with a nonce, and a proof carrying it is accepted.
+func TestDPoPNonceOverHTTP(t *testing.T) {
+	k := switchboardtest.NewKit(t, &switchboard.Config{DPoP: &switchboard.DPoPConfig{RequireNonce: true}})
+	k.Publish("alice", "alice-bot")
+	k.Publish("bob", "bob-desk")
+	key, err := switchboardtest.NewProofKey("EdDSA")
+	require.NoError(t, err)
+	_, cred := k.BoundFriend("alice-bot", "bob-desk", inbox, key)
+	srv := httptest.NewServer(mcptools.Handler(k.SB, nil))
+	t.Cleanup(srv.Close)
+	d := &dpopClient{cred: string(cred), key: key, rt: http.DefaultTransport}
+	req, err := http.NewRequest("POST", srv.URL, strings.NewReader(`{}`))
+	require.NoError(t, err)
+	resp, err := (&http.Client{Transport: d}).Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, 401, resp.StatusCode)
+	assert.Contains(t, resp.Header.Get("WWW-Authenticate"), `DPoP error="use_dpop_nonce"`)
+	d.nonce = resp.Header.Get("DPoP-Nonce")
+	require.NotEmpty(t, d.nonce)
+
+	c := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1"}, nil)
+	s, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: srv.URL, HTTPClient: &http.Client{Transport: d}, MaxRetries: -1}, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { s.Close() })
+	_, errText := call(t, s, "create_for", map[string]any{"queue": "inbox", "kind": "k"})
+	require.Empty(t, errText)
 }

@@ -134,7 +134,8 @@ func (k *ProofKey) Sign(c ProofClaims) string {
 const CollectURL = "urn:switchboardtest:collect"
 
 // BoundFriend is Friend for a request bound to key: approved as asked by
-// to's owner and collected with a proof of key. Calls under the returned
+// to's owner and collected with a proof of key (carrying the server's
+// nonce, which a Switchboard that requires none ignores). Calls under the returned
 // credential need a proof of key too (Prove).
 func (k *Kit) BoundFriend(from, to string, scope switchboard.Scope, key *ProofKey) (switchboard.Grant, switchboard.Credential) {
 	k.t.Helper()
@@ -150,7 +151,10 @@ func (k *Kit) BoundFriend(from, to string, scope switchboard.Scope, key *ProofKe
 	if _, err := k.SB.Approve(ctx, k.owner(to), e.ID, nil); err != nil {
 		k.t.Fatalf("switchboardtest: approve %s: %v", e.ID, err)
 	}
-	g, cred, err := k.SB.CollectWithProof(ctx, e.ID, secret, key.Proof("POST", CollectURL, secret, k.now()))
+	proof := switchboard.Proof{Method: "POST", URL: CollectURL, JWT: key.Sign(ProofClaims{
+		JTI: rand.Text(), Method: "POST", URL: CollectURL, IssuedAt: k.now(), Token: secret, Nonce: k.SB.DPoPNonce(),
+	})}
+	g, cred, err := k.SB.CollectWithProof(ctx, e.ID, secret, proof)
 	if err != nil {
 		k.t.Fatalf("switchboardtest: collect %s: %v", e.ID, err)
 	}

@@ -50,6 +50,10 @@ type hostConfig struct {
 	// and offers sign-in and tokens from, with no identity provider: for
 	// trying the host on a fresh clone. Never in production.
 	Dev *switchboardtest.Issuer
+	// BaseURL is the URL agents reach this host at: DPoP proofs name
+	// BaseURL + the route's path (htu). Empty means each request's own
+	// URL as it arrived.
+	BaseURL string
 }
 
 type host struct {
@@ -132,7 +136,11 @@ func buildHost(cfg hostConfig) (*host, http.Handler, error) {
 	mux.HandleFunc("POST /me/grants/{id}/revoke", h.human(h.revoke))
 	mux.HandleFunc("POST /me/blocks", h.human(h.block))
 	// Agents with a credential: the queue verbs over MCP.
-	mux.Handle("/mcp", mcptools.Handler(cfg.SB, nil))
+	var mcpOpts *mcptools.Options
+	if cfg.BaseURL != "" {
+		mcpOpts = &mcptools.Options{URL: strings.TrimSuffix(cfg.BaseURL, "/") + "/mcp"}
+	}
+	mux.Handle("/mcp", mcptools.Handler(cfg.SB, mcpOpts))
 	if cfg.Dev != nil {
 		mux.HandleFunc("POST /dev/login", h.devLogin)
 		mux.HandleFunc("POST /dev/id-token", h.devToken)
@@ -177,6 +185,16 @@ func (h *host) fail(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	if st.HTTP >= 500 {
 		h.cfg.Logger.Error("request failed", "method", r.Method, "path", r.URL.Path, "code", st.Code, "err", err)
+	}
+	// A DPoP refusal carries its challenge (RFC 9449 §7.1).
+	switch {
+	case errors.Is(err, switchboard.ErrUseDPoPNonce):
+		w.Header().Set("DPoP-Nonce", h.cfg.SB.DPoPNonce())
+		w.Header().Set("WWW-Authenticate", `DPoP error="use_dpop_nonce", algs="`+switchboard.DPoPAlgorithms+`"`)
+	case errors.Is(err, switchboard.ErrInvalidDPoPProof):
+		w.Header().Set("WWW-Authenticate", `DPoP error="invalid_dpop_proof", algs="`+switchboard.DPoPAlgorithms+`"`)
+	case errors.Is(err, switchboard.ErrDPoPRequired):
+		w.Header().Set("WWW-Authenticate", `DPoP error="invalid_token", algs="`+switchboard.DPoPAlgorithms+`"`)
 	}
 	writeJSON(w, st.HTTP, map[string]apiError{"error": {Code: st.Code, Message: err.Error()}})
 }
@@ -379,13 +397,40 @@ func (h *host) collect(w http.ResponseWriter, r *http.Request) {
 	if !h.read(w, r, &body) {
 		return
 	}
-	g, cred, err := h.cfg.SB.Collect(r.Context(), r.PathValue("id"), body.Secret)
+	// A request bound to a key is collected with a DPoP proof of this
+	// request over the pickup secret.
+	var g switchboard.Grant
+	var cred switchboard.Credential
+	var err error
+	switch proofs := r.Header.Values("DPoP"); len(proofs) {
+	case 0:
+		g, cred, err = h.cfg.SB.Collect(r.Context(), r.PathValue("id"), body.Secret)
+	case 1:
+		p := switchboard.Proof{JWT: proofs[0], Method: r.Method, URL: h.publicURL(r)}
+		g, cred, err = h.cfg.SB.CollectWithProof(r.Context(), r.PathValue("id"), body.Secret, p)
+	default:
+		h.failCode(w, http.StatusBadRequest, "invalid_argument", "invalid argument: more than one DPoP header")
+		return
+	}
 	if err != nil {
 		h.fail(w, r, err)
 		return
 	}
 	w.Header().Set("Cache-Control", "no-store")
 	writeJSON(w, http.StatusOK, map[string]any{"grant": g, "credential": cred, "mcp": "/mcp"})
+}
+
+// publicURL is the URL of r that a DPoP proof names: BaseURL and the
+// path, or r's own.
+func (h *host) publicURL(r *http.Request) string {
+	if h.cfg.BaseURL != "" {
+		return strings.TrimSuffix(h.cfg.BaseURL, "/") + r.URL.EscapedPath()
+	}
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	return scheme + "://" + r.Host + r.URL.EscapedPath()
 }
 
 // ---- humans

@@ -383,3 +383,69 @@ func TestNonceRouteAndCardURLs(t *testing.T) {
 		assert.Equal(t, "Bob's desk", card["name"], p)
 	}
 }
+
+// dpopTransport signs a DPoP proof of each request with key.
+type dpopTransport struct {
+	cred string
+	key  *switchboardtest.ProofKey
+}
+
+func (d dpopTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	u := *r.URL
+	u.RawQuery = ""
+	r.Header.Set("Authorization", "DPoP "+d.cred)
+	r.Header.Set("DPoP", d.key.Proof(r.Method, u.String(), d.cred, time.Now()).JWT)
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// A friend request bound to the agent's key over HTTP: the credential is
+// collected only with a proof of the collect request, and used over /mcp
+// only as a DPoP token; each refusal carries a DPoP challenge.
+func TestBoundGrantOverHTTP(t *testing.T) {
+	e := newEnv(t, "")
+	bob := e.signIn("bob")
+	alice := e.signIn("alice")
+	bob.publish("bob-desk", "Bob's desk", true)
+	alice.publish("alice-bot", "Alice's bot", true)
+	key, err := switchboardtest.NewProofKey("ES256")
+	require.NoError(t, err)
+
+	agent := e.client()
+	secret, pickup := switchboard.NewPickup()
+	req := switchboard.FriendRequest{From: "alice-bot", To: "bob-desk", Scope: asked, Why: "bound", Pickup: pickup, Key: key.JWK()}
+	code, out, _ := agent.do("POST", "/friend-requests/nonce", req)
+	require.Equal(t, 200, code, out)
+	require.Equal(t, switchboard.RequestNonce(req), out["nonce"], "the host's nonce covers the key")
+	req.IDToken = e.is.RequestToken("alice", req, time.Now())
+	code, out, _ = agent.do("POST", "/agents/bob-desk/friend-requests", req)
+	require.Equal(t, http.StatusCreated, code, out)
+	edge := out["edge"].(map[string]any)
+	require.Equal(t, key.Thumbprint(), edge["jkt"])
+	edgeID := edge["id"].(string)
+	code, out, _ = bob.do("POST", "/me/edges/"+edgeID+"/approve", "{}")
+	require.Equal(t, 200, code, out)
+
+	collect := "/edges/" + edgeID + "/collect"
+	code, out, hdr := agent.do("POST", collect, map[string]string{"secret": secret})
+	require.Equal(t, 401, code, "the pickup secret alone")
+	assert.Equal(t, "dpop_required", out["error"].(map[string]any)["code"])
+	assert.Contains(t, hdr.Get("WWW-Authenticate"), `DPoP error="invalid_token"`)
+	code, out, hdr = agent.do("POST", collect, map[string]string{"secret": secret}, "DPoP", key.Proof("POST", e.srv.URL+"/elsewhere", secret, time.Now()).JWT)
+	require.Equal(t, 401, code, out)
+	assert.Contains(t, hdr.Get("WWW-Authenticate"), `DPoP error="invalid_dpop_proof"`)
+	code, out, _ = agent.do("POST", collect, map[string]string{"secret": secret}, "DPoP", key.Proof("POST", e.srv.URL+collect, secret, time.Now()).JWT)
+	require.Equal(t, 200, code, out)
+	cred := out["credential"].(string)
+
+	_, err = mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1"}, nil).Connect(context.Background(),
+		&mcp.StreamableClientTransport{Endpoint: e.srv.URL + "/mcp", HTTPClient: &http.Client{Transport: bearer{cred}}, MaxRetries: -1}, nil)
+	require.Error(t, err, "the leaked credential as a bearer token")
+	s, err := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1"}, nil).Connect(context.Background(),
+		&mcp.StreamableClientTransport{Endpoint: e.srv.URL + "/mcp", HTTPClient: &http.Client{Transport: dpopTransport{cred, key}}, MaxRetries: -1}, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { s.Close() })
+	res, err := s.CallTool(context.Background(), &mcp.CallToolParams{Name: "create_for", Arguments: map[string]any{"queue": "inbox", "kind": "invoice.pay"}})
+	require.NoError(t, err)
+	require.False(t, res.IsError, res.Content)
+}

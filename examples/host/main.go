@@ -32,7 +32,7 @@ func main() {
 	issuer := flag.String("issuer", "", "the OIDC issuer that signs your humans in (and whose friend requests you accept)")
 	clientID := flag.String("client-id", "", "this deployment's client id at the issuer")
 	clientSecret := flag.String("client-secret", "", "this deployment's client secret at the issuer, for the browser sign-in (empty: a public client, PKCE only)")
-	baseURL := flag.String("base-url", "", "the URL humans reach this host at (default http://<addr>); the issuer redirects to <base-url>/signin/callback")
+	baseURL := flag.String("base-url", "", "the URL humans and agents reach this host at (default http://<addr>); the issuer redirects to <base-url>/signin/callback, DPoP proofs name <base-url>/mcp")
 	webhookKeyFile := flag.String("webhook-key", "", "a file holding the key webhook signing secrets derive from (created if missing); with -webhook-origins, turns webhooks on")
 	webhookOrigins := flag.String("webhook-origins", "", "comma-separated origins webhooks may be delivered to (https://hooks.example.com); with -dev, http and loopback are allowed too")
 	logKeyFile := flag.String("log-key", "", "a file holding the audit log's signing key (created if missing), for signed checkpoints and proofs on the history page; -dev makes a throwaway one")
@@ -89,7 +89,7 @@ func main() {
 	if *baseURL == "" {
 		*baseURL = "http://" + *addr
 	}
-	handler, err := newHost(hostConfig{SB: sb, Store: st, Primary: *primary, Logger: log, Dev: devIssuer,
+	handler, err := newHost(hostConfig{SB: sb, Store: st, Primary: *primary, Logger: log, Dev: devIssuer, BaseURL: *baseURL,
 		SignIn: &SignIn{Issuer: *issuer, ClientID: *clientID, ClientSecret: *clientSecret, RedirectURL: strings.TrimSuffix(*baseURL, "/") + "/signin/callback"}})
 	if err != nil {
 		log.Error("host", "err", err)
