@@ -47,8 +47,10 @@ var (
 
 // DPoPAlgorithms are the proof signature algorithms switchboard verifies,
 // space-separated as a WWW-Authenticate challenge's algs parameter wants
-// them.
-const DPoPAlgorithms = "ES256 EdDSA"
+// them: ES256, and Ed25519 signatures under either name — "EdDSA" (RFC
+// 8037) or the fully-specified "Ed25519" (RFC 9864) that newer clients,
+// such as the npm dpop package, send.
+const DPoPAlgorithms = "ES256 EdDSA Ed25519"
 
 const (
 	// maxProof bounds a DPoP proof; maxJWK a public key.
@@ -271,7 +273,7 @@ func (s *Switchboard) checkProof(p Proof, token string, now time.Time) (checked,
 	}
 	alg, _ := hdr["alg"].(string)
 	switch {
-	case alg == "ES256" || alg == "EdDSA":
+	case alg == "ES256" || alg == "EdDSA" || alg == "Ed25519":
 	case strings.EqualFold(alg, "none"):
 		return c, proofErr("an unsigned proof (alg none) is refused")
 	case strings.HasPrefix(alg, "HS"):
@@ -294,16 +296,26 @@ func (s *Switchboard) checkProof(p Proof, token string, now time.Time) (checked,
 	if err != nil {
 		return c, proofErr("header jwk: %v", err)
 	}
-	if _, isEd := key.Key.(ed25519.PublicKey); isEd != (alg == "EdDSA") {
+	edKey, isEd := key.Key.(ed25519.PublicKey)
+	if isEd != (alg != "ES256") {
 		return c, proofErr("algorithm %s does not match the key type of the jwk", alg)
 	}
-	jws, err := jose.ParseSignedCompact(raw, []jose.SignatureAlgorithm{jose.SignatureAlgorithm(alg)})
-	if err != nil || len(jws.Signatures) != 1 {
-		return c, proofErr("not a JWS with one signature")
-	}
-	payload, err := jws.Verify(key.Key)
-	if err != nil {
-		return c, proofErr("the signature does not verify with the key in its header")
+	var payload []byte
+	if alg == "Ed25519" {
+		// RFC 9864's name for what go-jose knows as EdDSA with an
+		// Ed25519 key: the same signature over the same input.
+		if !ed25519.Verify(edKey, []byte(segs[0]+"."+segs[1]), dec[2]) {
+			return c, proofErr("the signature does not verify with the key in its header")
+		}
+		payload = dec[1]
+	} else {
+		jws, err := jose.ParseSignedCompact(raw, []jose.SignatureAlgorithm{jose.SignatureAlgorithm(alg)})
+		if err != nil || len(jws.Signatures) != 1 {
+			return c, proofErr("not a JWS with one signature")
+		}
+		if payload, err = jws.Verify(key.Key); err != nil {
+			return c, proofErr("the signature does not verify with the key in its header")
+		}
 	}
 	claims, err := strictObject(payload, proofClaimNames...)
 	if err != nil {

@@ -1,11 +1,14 @@
 package switchboard_test
 
 import (
+	"bytes"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -335,4 +338,87 @@ func TestRequestKeyIsBound(t *testing.T) {
 			require.ErrorContains(t, err, bad.why)
 		}
 	})
+}
+
+// proofsFromJS has the npm dpop package sign a proof of each request with
+// key, as a JavaScript agent would.
+func proofsFromJS(t *testing.T, key *switchboardtest.ProofKey, reqs ...map[string]string) []string {
+	t.Helper()
+	if _, err := os.Stat("interop/js/node_modules/dpop"); err != nil {
+		t.Skip("npm dpop is not installed: run npm ci --prefix interop/js (CI does)")
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("node is not installed")
+	}
+	in, err := json.Marshal(map[string]any{"jwk": key.PrivateJWK(), "requests": reqs})
+	require.NoError(t, err)
+	cmd := exec.Command(node, "interop/js/dpop-proofs.mjs")
+	cmd.Stdin = bytes.NewReader(in)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	require.NoError(t, err, stderr.String())
+	var res struct{ Proofs []string }
+	require.NoError(t, json.Unmarshal(out, &res))
+	require.Len(t, res.Proofs, len(reqs))
+	return res.Proofs
+}
+
+// Proofs made by a third-party DPoP client — the npm dpop package, an RFC
+// 9449 implementation for JavaScript runtimes — verify: collecting the
+// credential and using it, ES256 and Ed25519 (which it names by RFC 9864's
+// "Ed25519"); tampered ones, and one replayed, do not.
+func TestProofsFromJavaScript(t *testing.T) {
+	for _, alg := range []string{"ES256", "EdDSA"} {
+		t.Run(alg, func(t *testing.T) {
+			h := newHarness(t, memory.New())
+			// The real clock: the JavaScript client stamps proofs with it.
+			s, err := sb.New(h.st, &sb.Config{Issuers: []sb.Issuer{h.iss.Config()}})
+			require.NoError(t, err)
+			t.Cleanup(func() { s.Close() })
+			key, err := switchboardtest.NewProofKey(alg)
+			require.NoError(t, err)
+			r := sb.FriendRequest{From: "alice-bot", To: "bob-desk", Scope: inboxCreate, Why: "js", Pickup: testPickup, Key: key.JWK()}
+			r.IDToken = h.iss.RequestToken("alice", r, time.Now())
+			e, _, err := s.Request(ctx, r)
+			require.NoError(t, err)
+			_, err = s.Approve(ctx, h.bob, e.ID, nil)
+			require.NoError(t, err)
+
+			collect := proofsFromJS(t, key, map[string]string{"htm": "POST", "htu": collectURL, "token": testSecret})
+			_, cred, err := s.CollectWithProof(ctx, e.ID, testSecret, sb.Proof{JWT: collect[0], Method: "POST", URL: collectURL})
+			require.NoError(t, err)
+
+			proofs := proofsFromJS(t, key,
+				map[string]string{"htm": "POST", "htu": apiURL, "token": string(cred)},
+				map[string]string{"htm": "POST", "htu": apiURL, "token": string(cred)},
+				map[string]string{"htm": "POST", "htu": apiURL, "token": string(cred)},
+				map[string]string{"htm": "GET", "htu": apiURL, "token": string(cred)},
+			)
+			hdr, _ := base64.RawURLEncoding.DecodeString(strings.Split(proofs[0], ".")[0])
+			t.Logf("npm dpop header: %s", hdr)
+			p, err := s.Prove(ctx, cred, sb.Proof{JWT: proofs[0], Method: "POST", URL: apiURL})
+			require.NoError(t, err)
+			_, _, err = s.CreateFor(ctx, p, "inbox", sb.NewTodo{Kind: "from-js"})
+			require.NoError(t, err)
+			_, err = s.Prove(ctx, cred, sb.Proof{JWT: proofs[0], Method: "POST", URL: apiURL})
+			require.ErrorContains(t, err, "replayed")
+
+			// Tampered: a flipped signature byte, another payload under the
+			// same signature, and a proof of another method.
+			segs := strings.Split(proofs[1], ".")
+			sig, _ := base64.RawURLEncoding.DecodeString(segs[2])
+			sig[0] ^= 1
+			_, err = s.Prove(ctx, cred, sb.Proof{JWT: segs[0] + "." + segs[1] + "." + base64.RawURLEncoding.EncodeToString(sig), Method: "POST", URL: apiURL})
+			require.ErrorContains(t, err, "does not verify")
+			other := strings.Split(proofs[2], ".")
+			_, err = s.Prove(ctx, cred, sb.Proof{JWT: segs[0] + "." + other[1] + "." + segs[2], Method: "POST", URL: apiURL})
+			require.ErrorContains(t, err, "does not verify")
+			_, err = s.Prove(ctx, cred, sb.Proof{JWT: proofs[3], Method: "POST", URL: apiURL})
+			require.ErrorContains(t, err, "for method")
+			_, err = s.Prove(ctx, cred, sb.Proof{JWT: proofs[2], Method: "POST", URL: apiURL})
+			require.NoError(t, err, "the untouched one")
+		})
+	}
 }
