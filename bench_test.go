@@ -7,6 +7,8 @@ import (
 
 	sb "github.com/switchboardhq/switchboard"
 	"github.com/switchboardhq/switchboard/store/bolt"
+	"github.com/switchboardhq/switchboard/store/memory"
+	"github.com/switchboardhq/switchboard/switchboardtest"
 )
 
 // BenchmarkCreateFor measures one CreateFor (one transaction, one fsync on
@@ -155,6 +157,63 @@ func BenchmarkListFriend(b *testing.B) {
 				got, err := h.sb.List(ctx, alice, "inbox", nil)
 				if err != nil || len(got) != 20 {
 					b.Fatal(len(got), err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkDPoP measures a CreateFor on the memory store with a bearer
+// credential beside the same call on a grant bound to a key: Prove (the
+// proof's signature checked, its jti spent in its own transaction) and
+// then CreateFor. Proofs are signed before the timer starts: signing is
+// the agent's cost, not the host's.
+func BenchmarkDPoP(b *testing.B) {
+	for _, alg := range []string{"bearer", "ES256", "EdDSA"} {
+		b.Run(alg, func(b *testing.B) {
+			st := memory.New()
+			defer st.Close()
+			h := newHarness(b, st)
+			var cred sb.Credential
+			var key *switchboardtest.ProofKey
+			if alg == "bearer" {
+				_, cred = h.friend(h.alice, h.bob, "alice-bot", "bob-desk", inboxCreate)
+			} else {
+				var err error
+				if key, err = switchboardtest.NewProofKey(alg); err != nil {
+					b.Fatal(err)
+				}
+				r := sb.FriendRequest{From: "alice-bot", To: "bob-desk", Scope: inboxCreate, Why: "bench", Pickup: testPickup, Key: key.JWK()}
+				r.IDToken = h.iss.RequestToken("alice", r, h.clock.Now())
+				e, _, err := h.sb.Request(ctx, r)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := h.sb.Approve(ctx, h.bob, e.ID, nil); err != nil {
+					b.Fatal(err)
+				}
+				if _, cred, err = h.sb.CollectWithProof(ctx, e.ID, testSecret, key.Proof("POST", collectURL, testSecret, h.clock.Now())); err != nil {
+					b.Fatal(err)
+				}
+			}
+			proofs := make([]sb.Proof, b.N)
+			if key != nil {
+				for i := range proofs {
+					proofs[i] = key.Proof("POST", apiURL, string(cred), h.clock.Now())
+				}
+			}
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				var a sb.Auth = cred
+				if key != nil {
+					p, err := h.sb.Prove(ctx, cred, proofs[i])
+					if err != nil {
+						b.Fatal(err)
+					}
+					a = p
+				}
+				if _, _, err := h.sb.CreateFor(ctx, a, "inbox", sb.NewTodo{Kind: "k", Payload: make([]byte, 256)}); err != nil {
+					b.Fatal(err)
 				}
 			}
 		})

@@ -20,8 +20,10 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/big"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	jose "github.com/go-jose/go-jose/v4"
@@ -264,59 +266,28 @@ func (s *Switchboard) checkProof(p Proof, token string, now time.Time) (checked,
 		}
 		dec[i] = b
 	}
-	hdr, err := strictObject(dec[0], proofHeaderNames...)
+	hdr, err := s.proofHeader(segs[0], dec[0])
 	if err != nil {
-		return c, proofErr("header: %v", err)
+		return c, err
 	}
-	if typ, _ := hdr["typ"].(string); typ != "dpop+jwt" {
-		return c, proofErr(`header typ is %q, want "dpop+jwt"`, typ)
+	// The signature, over the first two segments as sent. The key and its
+	// thumbprint are go-jose's reading of the header's JWK; the signature
+	// check is the standard library's, the same one go-jose makes.
+	input := []byte(raw[:len(segs[0])+1+len(segs[1])])
+	ok := false
+	switch k := hdr.key.(type) {
+	case *ecdsa.PublicKey:
+		if sig := dec[2]; len(sig) == 64 {
+			h := sha256.Sum256(input)
+			ok = ecdsa.Verify(k, h[:], new(big.Int).SetBytes(sig[:32]), new(big.Int).SetBytes(sig[32:]))
+		}
+	case ed25519.PublicKey:
+		ok = ed25519.Verify(k, input, dec[2])
 	}
-	alg, _ := hdr["alg"].(string)
-	switch {
-	case alg == "ES256" || alg == "EdDSA" || alg == "Ed25519":
-	case strings.EqualFold(alg, "none"):
-		return c, proofErr("an unsigned proof (alg none) is refused")
-	case strings.HasPrefix(alg, "HS"):
-		return c, proofErr("a symmetric algorithm (%s) is refused", alg)
-	default:
-		return c, proofErr("algorithm %q is not supported (%s)", alg, DPoPAlgorithms)
-	}
-	if _, ok := hdr["crit"]; ok {
-		return c, proofErr("crit header parameters are not supported")
-	}
-	jwkObj, ok := hdr["jwk"].(map[string]any)
 	if !ok {
-		return c, proofErr("header jwk (the public key) is missing or not an object")
+		return c, proofErr("the signature does not verify with the key in its header")
 	}
-	jwkRaw, err := json.Marshal(jwkObj)
-	if err != nil {
-		return c, proofErr("header jwk: %v", err)
-	}
-	key, jkt, err := publicKeyOf(jwkObj, jwkRaw)
-	if err != nil {
-		return c, proofErr("header jwk: %v", err)
-	}
-	edKey, isEd := key.Key.(ed25519.PublicKey)
-	if isEd != (alg != "ES256") {
-		return c, proofErr("algorithm %s does not match the key type of the jwk", alg)
-	}
-	var payload []byte
-	if alg == "Ed25519" {
-		// RFC 9864's name for what go-jose knows as EdDSA with an
-		// Ed25519 key: the same signature over the same input.
-		if !ed25519.Verify(edKey, []byte(segs[0]+"."+segs[1]), dec[2]) {
-			return c, proofErr("the signature does not verify with the key in its header")
-		}
-		payload = dec[1]
-	} else {
-		jws, err := jose.ParseSignedCompact(raw, []jose.SignatureAlgorithm{jose.SignatureAlgorithm(alg)})
-		if err != nil || len(jws.Signatures) != 1 {
-			return c, proofErr("not a JWS with one signature")
-		}
-		if payload, err = jws.Verify(key.Key); err != nil {
-			return c, proofErr("the signature does not verify with the key in its header")
-		}
-	}
+	payload := dec[1]
 	claims, err := strictObject(payload, proofClaimNames...)
 	if err != nil {
 		return c, proofErr("claims: %v", err)
@@ -383,8 +354,82 @@ func (s *Switchboard) checkProof(p Proof, token string, now time.Time) (checked,
 	if s.dpop.RequireNonce && !s.nonceValid(nonce, now) {
 		return c, ErrUseDPoPNonce
 	}
-	c.jkt = jkt
+	c.jkt = hdr.jkt
 	return c, nil
+}
+
+// proofHdr is a proof's checked header: its algorithm, public key and
+// the key's thumbprint.
+type proofHdr struct {
+	alg string
+	key any // *ecdsa.PublicKey (P-256) or ed25519.PublicKey
+	jkt string
+}
+
+// proofHeaderCache remembers checked headers by their exact segment: an
+// agent sends the same header (its alg, typ and key) with every proof, so
+// each is read and checked once. Bounded: it starts over when full.
+type proofHeaderCache struct {
+	mu sync.Mutex
+	m  map[string]proofHdr
+}
+
+const maxCachedProofHeaders = 4096
+
+// proofHeader checks a proof's header — typ dpop+jwt, ES256 or
+// EdDSA/Ed25519 matching the key, the public key in jwk with no private
+// part, no crit — reading the segment seg (decoded: b) once.
+func (s *Switchboard) proofHeader(seg string, b []byte) (proofHdr, error) {
+	pc := &s.proofHeaders
+	pc.mu.Lock()
+	h, ok := pc.m[seg]
+	pc.mu.Unlock()
+	if ok {
+		return h, nil
+	}
+	hdr, err := strictObject(b, proofHeaderNames...)
+	if err != nil {
+		return h, proofErr("header: %v", err)
+	}
+	if typ, _ := hdr["typ"].(string); typ != "dpop+jwt" {
+		return h, proofErr(`header typ is %q, want "dpop+jwt"`, typ)
+	}
+	alg, _ := hdr["alg"].(string)
+	switch {
+	case alg == "ES256" || alg == "EdDSA" || alg == "Ed25519":
+	case strings.EqualFold(alg, "none"):
+		return h, proofErr("an unsigned proof (alg none) is refused")
+	case strings.HasPrefix(alg, "HS"):
+		return h, proofErr("a symmetric algorithm (%s) is refused", alg)
+	default:
+		return h, proofErr("algorithm %q is not supported (%s)", alg, DPoPAlgorithms)
+	}
+	if _, ok := hdr["crit"]; ok {
+		return h, proofErr("crit header parameters are not supported")
+	}
+	jwkObj, ok := hdr["jwk"].(map[string]any)
+	if !ok {
+		return h, proofErr("header jwk (the public key) is missing or not an object")
+	}
+	jwkRaw, err := json.Marshal(jwkObj)
+	if err != nil {
+		return h, proofErr("header jwk: %v", err)
+	}
+	key, jkt, err := publicKeyOf(jwkObj, jwkRaw)
+	if err != nil {
+		return h, proofErr("header jwk: %v", err)
+	}
+	if _, isEd := key.Key.(ed25519.PublicKey); isEd != (alg != "ES256") {
+		return h, proofErr("algorithm %s does not match the key type of the jwk", alg)
+	}
+	h = proofHdr{alg: alg, key: key.Key, jkt: jkt}
+	pc.mu.Lock()
+	if pc.m == nil || len(pc.m) >= maxCachedProofHeaders {
+		pc.m = make(map[string]proofHdr)
+	}
+	pc.m[seg] = h
+	pc.mu.Unlock()
+	return h, nil
 }
 
 // normalURL is u as RFC 9449 §4.3 compares htu: without query and

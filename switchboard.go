@@ -187,8 +187,10 @@ type Switchboard struct {
 	oidc   *verifier
 	limits Limits
 	dpop   DPoPConfig // Config.DPoP with its defaults
-	quotas Quotas
-	dirs   []Directory
+	// proofHeaders are the DPoP proof headers checked so far.
+	proofHeaders proofHeaderCache
+	quotas       Quotas
+	dirs         []Directory
 	// localDir: one of dirs is the local directory of st, so a persona in
 	// st that is discoverable resolves without asking the others.
 	localDir bool
