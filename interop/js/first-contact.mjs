@@ -22,12 +22,17 @@ const fail = (msg) => { console.error(msg); process.exit(1); };
 const b64url = (buf) => Buffer.from(buf).toString("base64url");
 
 // The nonce, from the text of the specification: RFC 8785 (JCS) of
-// {"v":3,"from","to","scope":[{"queue","verbs"}…],"why","pickup"}. For an
-// object of strings, arrays and one small integer, JSON.stringify of an
+// {"v":3,"from","to","scope":[{"queue","verbs"}…],"why","pickup"}, plus
+// "jkt" (the key's RFC 7638 thumbprint) for a request bound to a key. For
+// an object of strings, arrays and one small integer, JSON.stringify of an
 // object built with its members in sorted order is its JCS form.
+const thumbprint = (k) =>
+  b64url(createHash("sha256").update(JSON.stringify(
+    k.kty === "EC" ? { crv: k.crv, kty: k.kty, x: k.x, y: k.y } : { crv: k.crv, kty: k.kty, x: k.x }), "utf8").digest());
 function canonical(r) {
   return JSON.stringify({
     from: r.from,
+    ...(r.key ? { jkt: thumbprint(r.key) } : {}),
     pickup: r.pickup ?? "",
     scope: (r.scope ?? []).map((e) => ({ queue: e.queue, verbs: e.verbs ?? [] })),
     to: r.to,
