@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/switchboardhq/switchboard"
@@ -433,4 +434,64 @@ func ExampleVerifyWebhook() {
 	// msg_1: {"type":"todo.completed","timestamp":"2026-12-05T08:00:00Z","data":{"todo":{"id":"todo_1"}}}
 	// 204
 	// 204
+}
+
+// A host serving a grant bound to the agent's key: each request carries the
+// credential and a DPoP proof of that request, which Prove checks and
+// spends before the call acts with the Proven.
+func ExampleSwitchboard_Prove() {
+	ctx := context.Background()
+	iss, _ := switchboardtest.NewIssuer("my-client-id")
+	defer iss.Close()
+	sb, _ := switchboard.New(memory.New(), &switchboard.Config{Issuers: []switchboard.Issuer{iss.Config()}})
+	defer sb.Close()
+	alice, bob := iss.Human("alice"), iss.Human("bob")
+	sb.Publish(ctx, switchboard.Persona{ID: "alice-bot", Owner: alice, Card: switchboard.PersonaCard("Alice's bot", "a", "1.0", "https://hub.example/agents/alice-bot/")})
+	sb.Publish(ctx, switchboard.Persona{ID: "bob-desk", Owner: bob, Discoverable: true, Card: switchboard.PersonaCard("Bob's desk", "b", "1.0", "https://hub.example/agents/bob-desk/")})
+
+	// alice-bot's key pair: it sends the public half with its request.
+	key, _ := switchboardtest.NewProofKey("ES256")
+	secret, pickup := switchboard.NewPickup()
+	req := switchboard.FriendRequest{From: "alice-bot", To: "bob-desk", Why: "invoices", Pickup: pickup, Key: key.JWK(),
+		Scope: switchboard.Scope{{Queue: "invoices", Verbs: []switchboard.Verb{switchboard.VerbCreateFor}}}}
+	req.IDToken = iss.RequestToken("alice", req, time.Now())
+	edge, _, _ := sb.Request(ctx, req)
+	sb.Approve(ctx, bob, edge.ID, nil)
+	const collectURL = "https://hub.example/edges/collect"
+	_, cred, _ := sb.CollectWithProof(ctx, edge.ID, secret, key.Proof("POST", collectURL, secret, time.Now()))
+
+	// The host's route for agents.
+	const publicURL = "https://hub.example/todos"
+	handle := func(w http.ResponseWriter, r *http.Request) {
+		cred := switchboard.Credential(strings.TrimPrefix(r.Header.Get("Authorization"), "DPoP "))
+		p, err := sb.Prove(ctx, cred, switchboard.Proof{JWT: r.Header.Get("DPoP"), Method: r.Method, URL: publicURL})
+		if err != nil {
+			w.Header().Set("WWW-Authenticate", `DPoP error="invalid_dpop_proof", algs="`+switchboard.DPoPAlgorithms+`"`)
+			http.Error(w, switchboard.StatusOf(err).Code, http.StatusUnauthorized)
+			return
+		}
+		todo, _, err := sb.CreateFor(ctx, p, "invoices", switchboard.NewTodo{Kind: "invoice.pay"})
+		if err != nil {
+			http.Error(w, switchboard.StatusOf(err).Code, switchboard.StatusOf(err).HTTP)
+			return
+		}
+		fmt.Fprint(w, todo.Kind)
+	}
+
+	send := func(proof string) {
+		r := httptest.NewRequest(http.MethodPost, publicURL, nil)
+		r.Header.Set("Authorization", "DPoP "+string(cred))
+		r.Header.Set("DPoP", proof)
+		rec := httptest.NewRecorder()
+		handle(rec, r)
+		fmt.Println(rec.Code, strings.TrimSpace(rec.Body.String()))
+	}
+	proof := key.Proof("POST", publicURL, string(cred), time.Now()).JWT
+	send(proof)
+	send(proof) // replayed
+	send("")    // the credential alone, as a leak would be used
+	// Output:
+	// 200 invoice.pay
+	// 401 invalid_dpop_proof
+	// 401 dpop_required
 }

@@ -13,7 +13,9 @@
 // Over streamable HTTP, Handler checks the bearer credential of a request
 // that opens a session (401 with a Bearer challenge and a JSON error
 // otherwise, see Handler); the agent's switchboard credential is its bearer
-// token. Verifier is the same check for the SDK's own middleware, for a
+// token. For a grant bound to a key, the agent sends it as a DPoP token
+// with a proof of every request (RFC 9449), which Handler checks and
+// spends. Verifier is the bearer check for the SDK's own middleware, for a
 // host that prefers it. Over stdio or in memory, set Options.Credential.
 //
 // This package is its own module so that the MCP SDK's dependencies reach
