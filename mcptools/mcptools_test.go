@@ -362,7 +362,7 @@ func TestDPoPOverStreamableHTTP(t *testing.T) {
 	resp := post("Bearer "+string(cred), "")
 	require.Equal(t, 401, resp.StatusCode)
 	assert.Contains(t, resp.Header.Get("WWW-Authenticate"), `DPoP error="invalid_token"`)
-	assert.Contains(t, resp.Header.Get("WWW-Authenticate"), `algs="ES256 EdDSA"`)
+	assert.Contains(t, resp.Header.Get("WWW-Authenticate"), `algs="`+switchboard.DPoPAlgorithms+`"`)
 	assert.Equal(t, "dpop_required", code(resp))
 	// As a DPoP token without a proof, with one for another URL, and a replay.
 	resp = post("DPoP "+string(cred), "")
