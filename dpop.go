@@ -121,7 +121,10 @@ func (c Credential) presentation() (Credential, string) { return c, "" }
 
 // Proven is a credential whose DPoP proof Prove checked and spent: it
 // stands for the one request that proof came with. Pass it to the calls
-// that request makes; only Prove makes one.
+// that request makes; only Prove makes one. It does not expire — a host
+// that kept one and used it for later requests would make the grant a
+// bearer grant again — so make one from each request's own proof and drop
+// it with the request.
 type Proven struct {
 	cred Credential
 	jkt  string
@@ -156,6 +159,17 @@ type Proof struct {
 	// default ports dropped). A host that is not HTTP names the operation
 	// (say "urn:example:create_for").
 	URL string
+}
+
+// String returns a redacted form: an unspent proof is usable until it is
+// MaxAge old, so it is not printed.
+func (p Proof) String() string {
+	return fmt.Sprintf("DPoP proof [redacted] for %s %s", p.Method, p.URL)
+}
+
+// GoString returns a redacted form.
+func (p Proof) GoString() string {
+	return fmt.Sprintf("switchboard.Proof{JWT: [redacted], Method: %q, URL: %q}", p.Method, p.URL)
 }
 
 // KeyThumbprint returns the RFC 7638 JWK thumbprint (SHA-256, base64url)
@@ -504,7 +518,9 @@ func (t *txn) spendProof(s *Switchboard, c checked) error {
 	if seen != "" {
 		return proofErr("it was used before (replayed)")
 	}
-	until := timeKey(c.iat.Add(s.dpop.MaxAge + time.Second))
+	// Kept a minute past the last moment it could be accepted, so a
+	// process whose clock runs ahead does not purge it early.
+	until := timeKey(c.iat.Add(s.dpop.MaxAge + s.dpop.Leeway + time.Minute))
 	if err := t.putRaw(tReplayExp, until+key, ""); err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"strings"
@@ -69,8 +70,7 @@ func TestBoundGrant(t *testing.T) {
 				_, _, err = h.sb.Collect(ctx, e.ID, testSecret)
 				require.ErrorIs(t, err, sb.ErrDPoPRequired, "a bound request is not collected by its secret alone")
 				_, _, err = h.sb.CollectWithProof(ctx, e.ID, testSecret, other.Proof("POST", collectURL, testSecret, now))
-				require.ErrorIs(t, err, sb.ErrInvalidDPoPProof)
-				require.ErrorContains(t, err, "another key")
+				require.ErrorIs(t, err, sb.ErrNotFound, "another key: refused like every refusal of Collect")
 				_, _, err = h.sb.CollectWithProof(ctx, e.ID, testSecret, key.Proof("POST", collectURL, "pk_other", now))
 				require.ErrorContains(t, err, "hash of another credential", "ath must hash the pickup secret")
 				g, cred, err := h.sb.CollectWithProof(ctx, e.ID, testSecret, key.Proof("POST", collectURL, testSecret, now))
@@ -90,7 +90,9 @@ func TestBoundGrant(t *testing.T) {
 				assert.Equal(t, "invalid_dpop_proof", sb.StatusOf(err).Code)
 				assert.Equal(t, before, lastSeq(t, h), "nothing recorded")
 
-				p, err := h.sb.Prove(ctx, cred, key.Proof("POST", apiURL, string(cred), now))
+				proof := key.Proof("POST", apiURL, string(cred), now)
+				assert.NotContains(t, proof.String()+proof.GoString()+fmt.Sprint(proof), proof.JWT, "an unspent proof is not printed")
+				p, err := h.sb.Prove(ctx, cred, proof)
 				require.NoError(t, err)
 				assert.Equal(t, key.Thumbprint(), p.KeyThumbprint())
 				assert.NotContains(t, p.String()+p.GoString(), string(cred), "a Proven prints no credential")
@@ -279,15 +281,23 @@ func TestProofNonce(t *testing.T) {
 // A persona can require every grant into it to be bound to a key.
 func TestRequireProofPersona(t *testing.T) {
 	eachBackend(t, func(t *testing.T, h *harness) {
+		// A keyless request sent before proofs were required is not
+		// approved after.
+		carols, err := h.request(h.carol, "carol-bot", "bob-desk", inboxCreate, "sent early")
+		require.NoError(t, err)
 		g, _ := h.friend(h.alice, h.bob, "alice-bot", "bob-desk", inboxCreate)
 		desk := sb.Persona{ID: "bob-desk", Owner: h.bob, Card: card("bob-desk"), Discoverable: true, RequireProof: true}
-		_, err := h.sb.Publish(ctx, desk)
+		_, err = h.sb.Publish(ctx, desk)
 		require.ErrorIs(t, err, sb.ErrConflict, "a live bearer grant into it")
 		require.ErrorContains(t, err, "1 live grant(s)")
 		require.NoError(t, h.sb.Revoke(ctx, h.bob, g.ID))
 		p, err := h.sb.Publish(ctx, desk)
 		require.NoError(t, err)
 		require.True(t, p.RequireProof)
+		_, err = h.sb.Approve(ctx, h.bob, carols.ID, nil)
+		require.ErrorIs(t, err, sb.ErrConflict)
+		require.ErrorContains(t, err, "carries none")
+		require.NoError(t, h.sb.Deny(ctx, h.bob, carols.ID))
 		_, err = h.request(h.alice, "alice-bot", "bob-desk", inboxCreate, "again, no key")
 		require.ErrorIs(t, err, sb.ErrInvalidArgument)
 		require.ErrorContains(t, err, "only requests bound to a key")

@@ -383,6 +383,16 @@ func (s *Switchboard) Approve(ctx context.Context, approver Human, edgeID string
 		if err != nil {
 			return err
 		}
+		if e.KeyThumbprint == "" {
+			// A request sent before its target required proofs.
+			to, err := t.persona(e.To)
+			if err != nil {
+				return err
+			}
+			if to.RequireProof {
+				return fmt.Errorf("%w: %s accepts only grants bound to a key and this request carries none: deny it", ErrConflict, e.To)
+			}
+		}
 		granted := e.Requested
 		if narrowed != nil {
 			if !Subset(nar, e.Requested) {

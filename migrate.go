@@ -24,7 +24,10 @@ import (
 // active grants indexed by the humans they concern (grant_human, see
 // Connections). 6: todo records may be in the binary form V2 (with a trace
 // context), which an older version could not read: it refuses the store.
-const schemaVersion = 6
+// 7: grants and edges may be bound to a key (jkt, see Prove); an older
+// version would drop the binding and accept the bare credential, so it
+// refuses the store.
+const schemaVersion = 7
 
 const schemaKey = "schema"
 

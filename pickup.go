@@ -80,8 +80,9 @@ func (s *Switchboard) Collect(ctx context.Context, edgeID, secret string) (Grant
 // CollectWithProof is Collect for a friend request bound to a key: p must
 // be a DPoP proof (see Prove) signed by that key whose ath is the hash of
 // the pickup secret, so an intercepted secret is useless without the key.
-// The proof is spent (good for one request) before the collection is
-// tried.
+// A proof that does not verify is ErrInvalidDPoPProof; one by another key
+// than the request's is ErrNotFound, like every refusal of Collect. The
+// proof is spent (good for one request) before the collection is tried.
 func (s *Switchboard) CollectWithProof(ctx context.Context, edgeID, secret string, p Proof) (Grant, Credential, error) {
 	return s.collect(ctx, edgeID, secret, &p)
 }
@@ -112,7 +113,7 @@ func (s *Switchboard) collect(ctx context.Context, edgeID, secret string, p *Pro
 				return err
 			}
 			if e.KeyThumbprint != "" && e.KeyThumbprint != chk.jkt {
-				return proofErr("it is signed by another key than the request is bound to")
+				return errNothingToCollect() // as for every other refusal
 			}
 			return t.spendProof(s, chk)
 		})

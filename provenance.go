@@ -379,8 +379,9 @@ func clipAll(vs []string) []string {
 // exactly its queue and its verbs (an empty list as []); the strings are
 // those of the request as sent. A request with a Key adds the member
 // "jkt": its RFC 7638 thumbprint (KeyThumbprint), so the key cannot be
-// swapped in transit; without a Key there is no jkt member. IDToken is
-// not read. For an object of only
+// swapped in transit; without a Key there is no jkt member (a Key that
+// is not a valid public JWK gets jkt "invalid": Request refuses it before
+// the nonce counts; check a key with KeyThumbprint). IDToken is not read. For an object of only
 // strings, arrays and the small integer 3, JSON.stringify of an object
 // whose members were added in sorted order is its JCS form: a JavaScript
 // agent computes the nonce in a few lines. testdata/request-nonce.json

@@ -50,8 +50,10 @@ func BenchmarkToolCall(b *testing.B) {
 			k := switchboardtest.NewKit(b, nil)
 			k.Publish("alice", "alice-bot")
 			k.Publish("bob", "bob-desk")
-			srv := httptest.NewServer(mcptools.Handler(k.SB, nil))
+			srv := httptest.NewUnstartedServer(nil)
+			srv.Start()
 			defer srv.Close()
+			srv.Config.Handler = mcptools.Handler(k.SB, &mcptools.Options{URL: srv.URL})
 			var rt http.RoundTripper
 			if alg == "bearer" {
 				_, cred := k.Friend("alice-bot", "bob-desk", inbox)

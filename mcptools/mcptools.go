@@ -54,8 +54,9 @@ type Options struct {
 	// means the SDK's defaults.
 	Stream *mcp.StreamableHTTPOptions
 	// URL is the endpoint's public URL, which DPoP proofs name (htu).
-	// Empty means each request's own URL as it arrived (scheme from TLS,
-	// Host header, path): set it behind a proxy that changes them.
+	// Required for DPoP: it is never taken from a request, whose Host
+	// header the client chooses (a server an agent was tricked into
+	// calling could relay its proof to you).
 	URL string
 }
 
@@ -180,8 +181,10 @@ func newServer(sb *switchboard.Switchboard, opts *Options) (*mcp.Server, *handle
 // Handler serves the tools over streamable HTTP, each request carrying the
 // agent's credential as its bearer token (RFC 6750) or, for a grant bound
 // to a key, as a DPoP token with a proof (RFC 9449): "Authorization: DPoP
-// sbg_…" and a "DPoP" header holding a proof of this request (method and
-// URL — Options.URL, else the request's own) over the credential.
+// sbg_…" and a "DPoP" header holding a proof of this request (its method
+// and Options.URL, which DPoP needs: without it DPoP requests are
+// answered 501, since a URL built from the request would trust the
+// client's Host header) over the credential.
 //
 // A DPoP request is checked here, whether or not it opens a session: its
 // proof is verified and spent (switchboard.Prove), so it is good for this
@@ -223,11 +226,17 @@ func Handler(sb *switchboard.Switchboard, opts *Options) http.Handler {
 				dpopUnauthorized(w, sb, switchboard.ErrDPoPRequired, "send exactly one DPoP header with a proof of this request")
 				return
 			}
-			p := switchboard.Proof{JWT: proofs[0], Method: r.Method, URL: requestURL(r, hs.o.URL)}
+			if hs.o.URL == "" {
+				// The URL a proof must name cannot come from the request
+				// itself: its Host header is the client's to choose.
+				serverError(w, switchboard.Status{HTTP: http.StatusNotImplemented, Code: "not_configured"}, "DPoP needs the endpoint's public URL: set mcptools.Options.URL")
+				return
+			}
+			p := switchboard.Proof{JWT: proofs[0], Method: r.Method, URL: hs.o.URL}
 			proven, err := sb.Prove(r.Context(), switchboard.Credential(f[1]), p)
 			if err != nil {
 				if st := switchboard.StatusOf(err); st.HTTP >= 500 {
-					serverError(w, st)
+					serverError(w, st, "the credential could not be checked")
 					return
 				}
 				dpopUnauthorized(w, sb, err, "")
@@ -243,7 +252,7 @@ func Handler(sb *switchboard.Switchboard, opts *Options) http.Handler {
 		case r.Header.Get("Mcp-Session-Id") == "":
 			if _, err := sb.Authenticate(r.Context(), switchboard.Credential(f[1])); err != nil {
 				if st := switchboard.StatusOf(err); st.HTTP >= 500 {
-					serverError(w, st)
+					serverError(w, st, "the credential could not be checked")
 					return
 				}
 				if errors.Is(err, switchboard.ErrDPoPRequired) {
@@ -258,23 +267,31 @@ func Handler(sb *switchboard.Switchboard, opts *Options) http.Handler {
 	})
 }
 
-// requestURL is the URL a DPoP proof of r must name: configured, or r's
-// own (scheme from TLS, the Host header, the path).
-func requestURL(r *http.Request, configured string) string {
-	if configured != "" {
-		return configured
-	}
-	scheme := "http"
-	if r.TLS != nil {
-		scheme = "https"
-	}
-	return scheme + "://" + r.Host + r.URL.EscapedPath()
-}
-
-func serverError(w http.ResponseWriter, st switchboard.Status) {
+func serverError(w http.ResponseWriter, st switchboard.Status, msg string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(st.HTTP)
-	_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{"code": st.Code, "message": "the credential could not be checked"}})
+	_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{"code": st.Code, "message": msg}})
+}
+
+// quoted is s as an HTTP quoted-string (RFC 9110 §5.6.4): printable ASCII
+// only, with '"' and '\' escaped; anything else — part of a message may
+// quote what a client sent — becomes '?'.
+func quoted(s string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '"' || c == '\\':
+			b.WriteByte('\\')
+			b.WriteByte(c)
+		case c >= 0x20 && c < 0x7f:
+			b.WriteByte(c)
+		default:
+			b.WriteByte('?')
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
 }
 
 // unauthorized answers 401 with a Bearer challenge (RFC 6750 §3) and the
@@ -282,7 +299,7 @@ func serverError(w http.ResponseWriter, st switchboard.Status) {
 func unauthorized(w http.ResponseWriter, code, msg string) {
 	challenge := "Bearer"
 	if code != "" {
-		challenge += fmt.Sprintf(`, error=%q, error_description=%q`, code, msg)
+		challenge += fmt.Sprintf(`, error=%s, error_description=%s`, quoted(code), quoted(msg))
 	}
 	w.Header().Set("WWW-Authenticate", challenge)
 	w.Header().Set("Content-Type", "application/json")
@@ -309,7 +326,7 @@ func dpopUnauthorized(w http.ResponseWriter, sb *switchboard.Switchboard, err er
 			msg = "the credential is not valid (unknown, revoked or expired)"
 		}
 	}
-	w.Header().Set("WWW-Authenticate", fmt.Sprintf(`DPoP error=%q, error_description=%q, algs=%q`, code, msg, switchboard.DPoPAlgorithms))
+	w.Header().Set("WWW-Authenticate", fmt.Sprintf(`DPoP error=%s, error_description=%s, algs=%s`, quoted(code), quoted(msg), quoted(switchboard.DPoPAlgorithms)))
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusUnauthorized)
 	_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{"code": switchboard.StatusOf(err).Code, "message": msg}})

@@ -321,8 +321,10 @@ func TestDPoPOverStreamableHTTP(t *testing.T) {
 	key, err := switchboardtest.NewProofKey("ES256")
 	require.NoError(t, err)
 	_, cred := k.BoundFriend("alice-bot", "bob-desk", inbox, key)
-	srv := httptest.NewServer(mcptools.Handler(k.SB, nil))
+	srv := httptest.NewUnstartedServer(nil)
+	srv.Start()
 	t.Cleanup(srv.Close)
+	srv.Config.Handler = mcptools.Handler(k.SB, &mcptools.Options{URL: srv.URL})
 
 	c := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1"}, nil)
 	s, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{
@@ -384,6 +386,34 @@ func TestDPoPOverStreamableHTTP(t *testing.T) {
 	resp = post("DPoP "+string(cred), other.Proof("POST", srv.URL, string(cred), time.Now()).JWT)
 	require.Equal(t, 401, resp.StatusCode)
 	assert.Contains(t, resp.Header.Get("WWW-Authenticate"), "another key")
+
+	// A proof naming another server, relayed here with that server's Host
+	// header (as a server an agent was tricked into calling would): the
+	// URL proofs must name is configured, never read from the request.
+	req, err := http.NewRequest("POST", srv.URL, strings.NewReader(initialize))
+	require.NoError(t, err)
+	req.Host = "evil.example"
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Authorization", "DPoP "+string(cred))
+	req.Header.Set("DPoP", key.Proof("POST", "http://evil.example/", string(cred), time.Now()).JWT)
+	resp, err = http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, 401, resp.StatusCode)
+	assert.Contains(t, resp.Header.Get("WWW-Authenticate"), "another URL")
+
+	// Without Options.URL, DPoP is not served at all.
+	bare := httptest.NewServer(mcptools.Handler(k.SB, nil))
+	t.Cleanup(bare.Close)
+	req, err = http.NewRequest("POST", bare.URL, strings.NewReader(initialize))
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "DPoP "+string(cred))
+	req.Header.Set("DPoP", key.Proof("POST", bare.URL, string(cred), time.Now()).JWT)
+	resp, err = http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusNotImplemented, resp.StatusCode)
 }
 
 // With server nonces required, the first proof is answered use_dpop_nonce
@@ -395,8 +425,10 @@ func TestDPoPNonceOverHTTP(t *testing.T) {
 	key, err := switchboardtest.NewProofKey("EdDSA")
 	require.NoError(t, err)
 	_, cred := k.BoundFriend("alice-bot", "bob-desk", inbox, key)
-	srv := httptest.NewServer(mcptools.Handler(k.SB, nil))
+	srv := httptest.NewUnstartedServer(nil)
+	srv.Start()
 	t.Cleanup(srv.Close)
+	srv.Config.Handler = mcptools.Handler(k.SB, &mcptools.Options{URL: srv.URL})
 	d := &dpopClient{cred: string(cred), key: key, rt: http.DefaultTransport}
 	req, err := http.NewRequest("POST", srv.URL, strings.NewReader(`{}`))
 	require.NoError(t, err)

@@ -51,8 +51,8 @@ type hostConfig struct {
 	// trying the host on a fresh clone. Never in production.
 	Dev *switchboardtest.Issuer
 	// BaseURL is the URL agents reach this host at: DPoP proofs name
-	// BaseURL + the route's path (htu). Empty means each request's own
-	// URL as it arrived.
+	// BaseURL + the route's path (htu). DPoP needs it (never the request's
+	// own Host header, which the client chooses); main always sets it.
 	BaseURL string
 }
 
@@ -406,7 +406,11 @@ func (h *host) collect(w http.ResponseWriter, r *http.Request) {
 	case 0:
 		g, cred, err = h.cfg.SB.Collect(r.Context(), r.PathValue("id"), body.Secret)
 	case 1:
-		p := switchboard.Proof{JWT: proofs[0], Method: r.Method, URL: h.publicURL(r)}
+		if h.cfg.BaseURL == "" {
+			h.failCode(w, http.StatusNotImplemented, "not_configured", "not configured: DPoP needs the host's public URL (-base-url)")
+			return
+		}
+		p := switchboard.Proof{JWT: proofs[0], Method: r.Method, URL: strings.TrimSuffix(h.cfg.BaseURL, "/") + r.URL.EscapedPath()}
 		g, cred, err = h.cfg.SB.CollectWithProof(r.Context(), r.PathValue("id"), body.Secret, p)
 	default:
 		h.failCode(w, http.StatusBadRequest, "invalid_argument", "invalid argument: more than one DPoP header")
@@ -418,19 +422,6 @@ func (h *host) collect(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Cache-Control", "no-store")
 	writeJSON(w, http.StatusOK, map[string]any{"grant": g, "credential": cred, "mcp": "/mcp"})
-}
-
-// publicURL is the URL of r that a DPoP proof names: BaseURL and the
-// path, or r's own.
-func (h *host) publicURL(r *http.Request) string {
-	if h.cfg.BaseURL != "" {
-		return strings.TrimSuffix(h.cfg.BaseURL, "/") + r.URL.EscapedPath()
-	}
-	scheme := "http"
-	if r.TLS != nil {
-		scheme = "https"
-	}
-	return scheme + "://" + r.Host + r.URL.EscapedPath()
 }
 
 // ---- humans

@@ -52,7 +52,7 @@ func newEnv(t *testing.T, primary string, trust ...switchboard.Issuer) *env {
 	require.NoError(t, err)
 	t.Cleanup(func() { sb.Close() })
 	e.sb = sb
-	h, handler, err := buildHost(hostConfig{SB: sb, Store: st, Primary: primary,
+	h, handler, err := buildHost(hostConfig{SB: sb, Store: st, Primary: primary, BaseURL: e.srv.URL,
 		SignIn: &SignIn{Issuer: is.URL(), ClientID: is.ClientID, RedirectURL: e.srv.URL + "/signin/callback"}})
 	require.NoError(t, err)
 	e.srv.Config.Handler, e.host = handler, h
