@@ -5,6 +5,9 @@
 //	eval "$(.ci/postgres start)"          # or set SWITCHBOARD_POSTGRES_DSN
 //	go run ./store/postgres/bench          # -d per round, -rounds, -procs 1,2,4
 //
+// SWITCHBOARD_BENCH_CPUPROFILE=dir makes each child process write its CPU
+// profile into dir (with -switchboard-only, for profiling the store).
+//
 // It is its own module so that River is a dependency of this command only.
 //
 // Figures (each on fresh tables; workers and creators are split evenly over
@@ -40,6 +43,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -96,6 +100,14 @@ func main() {
 	if raw := os.Getenv(childEnv); raw != "" {
 		var j job
 		must(json.Unmarshal([]byte(raw), &j))
+		if dir := os.Getenv("SWITCHBOARD_BENCH_CPUPROFILE"); dir != "" {
+			// Profiling: each child writes its CPU profile into dir.
+			f, err := os.Create(filepath.Join(dir, fmt.Sprintf("cpu-%s-%d.pprof", j.Scenario, os.Getpid())))
+			must(err)
+			must(pprof.StartCPUProfile(f))
+			defer f.Close()
+			defer pprof.StopCPUProfile()
+		}
 		must(json.NewEncoder(os.Stdout).Encode(runChild(j)))
 		return
 	}
