@@ -124,7 +124,10 @@ func (c Credential) presentation() (Credential, string) { return c, "" }
 // that request makes; only Prove makes one. It does not expire — a host
 // that kept one and used it for later requests would make the grant a
 // bearer grant again — so make one from each request's own proof and drop
-// it with the request.
+// it with the request. The exception is work that runs inside the host's
+// own process under a grant bound to a key the host holds (Work draining
+// a persona that RequireProof covers): there the credential never
+// travels, and one Proven made when the loop starts serves it.
 type Proven struct {
 	cred Credential
 	jkt  string
