@@ -378,7 +378,6 @@ func (s *Switchboard) checkProof(p Proof, token string, now time.Time) (checked,
 // proofHdr is a proof's checked header: its algorithm, public key and
 // the key's thumbprint.
 type proofHdr struct {
-	alg string
 	key any // *ecdsa.PublicKey (P-256) or ed25519.PublicKey
 	jkt string
 }
@@ -439,7 +438,7 @@ func (s *Switchboard) proofHeader(seg string, b []byte) (proofHdr, error) {
 	if _, isEd := key.Key.(ed25519.PublicKey); isEd != (alg != "ES256") {
 		return h, proofErr("algorithm %s does not match the key type of the jwk", alg)
 	}
-	h = proofHdr{alg: alg, key: key.Key, jkt: jkt}
+	h = proofHdr{key: key.Key, jkt: jkt}
 	pc.mu.Lock()
 	if pc.m == nil || len(pc.m) >= maxCachedProofHeaders {
 		pc.m = make(map[string]proofHdr)
@@ -543,18 +542,15 @@ func (s *Switchboard) Prove(ctx context.Context, c Credential, p Proof) (Proven,
 	if err != nil {
 		return fail(err)
 	}
+	proven := Proven{cred: c, jkt: chk.jkt}
 	err = s.update(ctx, func(t *txn) error {
-		g, err := t.grantOf(c)
-		if err != nil {
+		if _, err := t.authenticate(proven); err != nil {
 			return err
-		}
-		if g.KeyThumbprint != "" && g.KeyThumbprint != chk.jkt {
-			return proofErr("it is signed by another key than the grant is bound to")
 		}
 		return t.spendProof(s, chk)
 	})
 	if err != nil {
 		return fail(err)
 	}
-	return Proven{cred: c, jkt: chk.jkt}, nil
+	return proven, nil
 }

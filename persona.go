@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/switchboardhq/switchboard/agentcard"
@@ -144,25 +145,19 @@ func (t *txn) persona(id string) (*Persona, error) {
 // grant into it is bound to no key. Grants into p are granted by its owner
 // (approvals and Vends), so the owner's grant index finds them.
 func (t *txn) checkNoBearerGrants(p Persona) error {
-	prefix := "g" + p.Owner.key() + sep
-	var ids []string
-	if err := t.tx.Scan(tGrantByHuman, []byte(prefix), prefixEnd(prefix), func(k, _ []byte) bool {
-		ids = append(ids, string(k[len(prefix):]))
-		return true
-	}); err != nil {
-		return err
-	}
 	n := 0
-	for _, id := range ids {
-		var g grantRec
-		if err := t.get(tGrants, id, &g, "grant"); isNotFound(err) {
-			continue
-		} else if err != nil {
-			return err
+	err := t.scanPrefix(tGrantByHuman, "g"+p.Owner.key()+sep, func(k, _ string) (bool, error) {
+		g, err := getHot[grantRec](t, tGrants, k[strings.LastIndexByte(k, 0)+1:], "grant")
+		if err != nil && !isNotFound(err) {
+			return false, err
 		}
-		if g.Target == p.ID && g.live(t.now) && g.KeyThumbprint == "" {
+		if err == nil && g.Target == p.ID && g.live(t.now) && g.KeyThumbprint == "" {
 			n++
 		}
+		return true, nil
+	})
+	if err != nil {
+		return err
 	}
 	if n > 0 {
 		return fmt.Errorf("%w: %d live grant(s) into %s are bound to no key; revoke them before requiring proofs", ErrConflict, n, p.ID)

@@ -307,29 +307,42 @@ func unauthorized(w http.ResponseWriter, code, msg string) {
 	_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{"code": "unauthenticated", "message": "unauthenticated: " + msg}})
 }
 
-// dpopUnauthorized answers 401 with a DPoP challenge (RFC 9449 §7.1):
-// error="use_dpop_nonce" with a fresh DPoP-Nonce, "invalid_dpop_proof"
-// for a refused proof, "invalid_token" for a credential that needs a
-// proof or is not valid; the JSON body carries switchboard's code.
+// dpopUnauthorized answers 401 with a DPoP challenge (DPoPChallenge) and
+// the JSON error body carrying switchboard's code.
 func dpopUnauthorized(w http.ResponseWriter, sb *switchboard.Switchboard, err error, msg string) {
-	code := "invalid_token"
-	switch {
-	case errors.Is(err, switchboard.ErrUseDPoPNonce):
-		code = "use_dpop_nonce"
-		w.Header().Set("DPoP-Nonce", sb.DPoPNonce())
-	case errors.Is(err, switchboard.ErrInvalidDPoPProof):
-		code = "invalid_dpop_proof"
-	}
 	if msg == "" {
 		msg = err.Error()
 		if !errors.Is(err, switchboard.ErrDPoPRequired) && !errors.Is(err, switchboard.ErrInvalidDPoPProof) && !errors.Is(err, switchboard.ErrUseDPoPNonce) {
 			msg = "the credential is not valid (unknown, revoked or expired)"
 		}
 	}
-	w.Header().Set("WWW-Authenticate", fmt.Sprintf(`DPoP error=%s, error_description=%s, algs=%s`, quoted(code), quoted(msg), quoted(switchboard.DPoPAlgorithms)))
+	DPoPChallenge(w.Header(), sb, err, msg)
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusUnauthorized)
 	_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{"code": switchboard.StatusOf(err).Code, "message": msg}})
+}
+
+// DPoPChallenge sets the DPoP challenge (RFC 9449 §7.1) a 401 for err
+// carries, for any route of a host that takes DPoP: WWW-Authenticate:
+// DPoP with error="use_dpop_nonce" and a fresh DPoP-Nonce header for
+// switchboard.ErrUseDPoPNonce, "invalid_dpop_proof" for a refused proof,
+// and "invalid_token" otherwise (a bound credential sent without a proof,
+// or one that is not valid); description, if not empty, is sent as
+// error_description.
+func DPoPChallenge(h http.Header, sb *switchboard.Switchboard, err error, description string) {
+	code := "invalid_token"
+	switch {
+	case errors.Is(err, switchboard.ErrUseDPoPNonce):
+		code = "use_dpop_nonce"
+		h.Set("DPoP-Nonce", sb.DPoPNonce())
+	case errors.Is(err, switchboard.ErrInvalidDPoPProof):
+		code = "invalid_dpop_proof"
+	}
+	challenge := "DPoP error=" + quoted(code)
+	if description != "" {
+		challenge += ", error_description=" + quoted(description)
+	}
+	h.Set("WWW-Authenticate", challenge+", algs="+quoted(switchboard.DPoPAlgorithms))
 }
 
 // Verifier authenticates a switchboard credential presented as a bearer

@@ -39,11 +39,15 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 // connect opens an MCP session over streamable HTTP with the SDK's client.
 func connect(t *testing.T, url string, cred switchboard.Credential) *mcp.ClientSession {
 	t.Helper()
+	return connectVia(t, url, bearer{string(cred), http.DefaultTransport})
+}
+
+// connectVia opens an MCP session whose HTTP requests go through rt.
+func connectVia(t *testing.T, url string, rt http.RoundTripper) *mcp.ClientSession {
+	t.Helper()
 	c := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1"}, nil)
 	s, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{
-		Endpoint:   url,
-		HTTPClient: &http.Client{Transport: bearer{string(cred), http.DefaultTransport}},
-		MaxRetries: -1,
+		Endpoint: url, HTTPClient: &http.Client{Transport: rt}, MaxRetries: -1,
 	}, nil)
 	require.NoError(t, err)
 	t.Cleanup(func() { s.Close() })
@@ -326,12 +330,7 @@ func TestDPoPOverStreamableHTTP(t *testing.T) {
 	t.Cleanup(srv.Close)
 	srv.Config.Handler = mcptools.Handler(k.SB, &mcptools.Options{URL: srv.URL})
 
-	c := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1"}, nil)
-	s, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{
-		Endpoint: srv.URL, HTTPClient: &http.Client{Transport: &dpopClient{cred: string(cred), key: key, rt: http.DefaultTransport}}, MaxRetries: -1,
-	}, nil)
-	require.NoError(t, err)
-	t.Cleanup(func() { s.Close() })
+	s := connectVia(t, srv.URL, &dpopClient{cred: string(cred), key: key, rt: http.DefaultTransport})
 	assert.Equal(t, []string{"create_for", "get_todo", "list_todos"}, toolNames(t, s))
 	out, errText := call(t, s, "create_for", map[string]any{"queue": "inbox", "kind": "k"})
 	require.Empty(t, errText)
@@ -440,10 +439,7 @@ func TestDPoPNonceOverHTTP(t *testing.T) {
 	d.nonce = resp.Header.Get("DPoP-Nonce")
 	require.NotEmpty(t, d.nonce)
 
-	c := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1"}, nil)
-	s, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: srv.URL, HTTPClient: &http.Client{Transport: d}, MaxRetries: -1}, nil)
-	require.NoError(t, err)
-	t.Cleanup(func() { s.Close() })
+	s := connectVia(t, srv.URL, d)
 	_, errText := call(t, s, "create_for", map[string]any{"queue": "inbox", "kind": "k"})
 	require.Empty(t, errText)
 }

@@ -113,20 +113,7 @@ func (k *ProofKey) Sign(c ProofClaims) string {
 	if err != nil {
 		panic(err)
 	}
-	opts := (&jose.SignerOptions{EmbedJWK: true}).WithType("dpop+jwt")
-	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: k.alg, Key: k.priv}, opts)
-	if err != nil {
-		panic(fmt.Sprintf("switchboardtest: signer: %v", err))
-	}
-	jws, err := signer.Sign(payload)
-	if err != nil {
-		panic(fmt.Sprintf("switchboardtest: sign: %v", err))
-	}
-	out, err := jws.CompactSerialize()
-	if err != nil {
-		panic(fmt.Sprintf("switchboardtest: serialize: %v", err))
-	}
-	return out
+	return signCompact(jose.SigningKey{Algorithm: k.alg, Key: k.priv}, (&jose.SignerOptions{EmbedJWK: true}).WithType("dpop+jwt"), payload)
 }
 
 // CollectURL is the operation name the kit's proofs name at Collect; the

@@ -185,11 +185,17 @@ func SignWith(priv any, keyID string, alg jose.SignatureAlgorithm, payload strin
 	if keyID != "" {
 		opts = opts.WithHeader(jose.HeaderKey("kid"), keyID)
 	}
-	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: alg, Key: priv}, opts)
+	return signCompact(jose.SigningKey{Algorithm: alg, Key: priv}, opts, []byte(payload))
+}
+
+// signCompact signs payload as a compact JWS; a test kit's key and
+// options always sign, so a failure panics.
+func signCompact(key jose.SigningKey, opts *jose.SignerOptions, payload []byte) string {
+	signer, err := jose.NewSigner(key, opts)
 	if err != nil {
 		panic(fmt.Sprintf("switchboardtest: signer: %v", err))
 	}
-	jws, err := signer.Sign([]byte(payload))
+	jws, err := signer.Sign(payload)
 	if err != nil {
 		panic(fmt.Sprintf("switchboardtest: sign: %v", err))
 	}

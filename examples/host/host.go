@@ -187,14 +187,8 @@ func (h *host) fail(w http.ResponseWriter, r *http.Request, err error) {
 		h.cfg.Logger.Error("request failed", "method", r.Method, "path", r.URL.Path, "code", st.Code, "err", err)
 	}
 	// A DPoP refusal carries its challenge (RFC 9449 §7.1).
-	switch {
-	case errors.Is(err, switchboard.ErrUseDPoPNonce):
-		w.Header().Set("DPoP-Nonce", h.cfg.SB.DPoPNonce())
-		w.Header().Set("WWW-Authenticate", `DPoP error="use_dpop_nonce", algs="`+switchboard.DPoPAlgorithms+`"`)
-	case errors.Is(err, switchboard.ErrInvalidDPoPProof):
-		w.Header().Set("WWW-Authenticate", `DPoP error="invalid_dpop_proof", algs="`+switchboard.DPoPAlgorithms+`"`)
-	case errors.Is(err, switchboard.ErrDPoPRequired):
-		w.Header().Set("WWW-Authenticate", `DPoP error="invalid_token", algs="`+switchboard.DPoPAlgorithms+`"`)
+	if errors.Is(err, switchboard.ErrUseDPoPNonce) || errors.Is(err, switchboard.ErrInvalidDPoPProof) || errors.Is(err, switchboard.ErrDPoPRequired) {
+		mcptools.DPoPChallenge(w.Header(), h.cfg.SB, err, "")
 	}
 	writeJSON(w, st.HTTP, map[string]apiError{"error": {Code: st.Code, Message: err.Error()}})
 }
