@@ -16,6 +16,12 @@
 // serializable transactions that touch different tables never conflict
 // through a shared page. A Get is one index lookup and a Scan an ordered
 // range query (bytea compares bytewise, as the store contract requires).
+// Statements name the partition itself once it exists, so each is planned
+// once per connection rather than at every call, and the store's
+// connections run with sequential and bitmap scans off (enable_seqscan,
+// enable_bitmapscan; a DSN that sets either keeps its value): every
+// statement reads by primary key, and an index scan costs only the rows
+// it returns however large a queue has grown.
 // Two sequences serve store.Appender. The layout is versioned in a second
 // table (<Table>_schema): Open creates it, upgrades an older one in place,
 // and refuses a newer one with ErrNewerSchema.
@@ -148,9 +154,13 @@ type Store struct {
 	watchers map[int]func(string)
 	nextW    int
 
-	sqlGet, sqlGetMany, sqlScan, sqlPut, sqlDel    string
-	sqlGetLocked, sqlScanLocked, sqlScanLockedFrom string
-	sqlAppend, sqlNumbers                          string
+	// parent queries a table through the partitioned parent (tbl = $1
+	// picks the partition); direct holds, per switchboard table whose
+	// partition is known to exist, the same statements on the partition
+	// itself (see queriesFor).
+	parent     *queries
+	direct     sync.Map // switchboard table name → *queries
+	sqlNumbers string
 
 	// parts are the partitions known to exist (by PostgreSQL name).
 	parts sync.Map
@@ -160,6 +170,57 @@ type Store struct {
 	numMu   sync.Mutex
 	numNext uint64
 	numEnd  uint64
+}
+
+// queries are the statements that read and write one switchboard table.
+// Every one takes the switchboard table's name as $1 (tbl).
+type queries struct {
+	get, getMany, scan, put, del          string
+	getLocked, scanLocked, scanLockedFrom string
+	append                                string
+}
+
+// newQueries returns the statements on relation rel: the partitioned
+// parent table, or one of its partitions (a row inserted into a partition
+// directly is checked against its bound, so tbl = $1 must name it).
+func newQueries(rel, table string) *queries {
+	return &queries{
+		get:     `SELECT v FROM ` + rel + ` WHERE tbl = $1 AND k = $2`,
+		getMany: `SELECT k, v FROM ` + rel + ` WHERE tbl = $1 AND k = ANY($2::bytea[])`,
+		scan:    `SELECT k, v FROM ` + rel + ` WHERE tbl = $1 AND k >= $2 ORDER BY k LIMIT $3`,
+		put: `INSERT INTO ` + rel + ` (tbl, k, v) SELECT $1, k, v FROM unnest($2::bytea[], $3::bytea[]) AS w(k, v)
+			ON CONFLICT (tbl, k) DO UPDATE SET v = EXCLUDED.v`,
+		del: `DELETE FROM ` + rel + ` WHERE tbl = $1 AND k = ANY($2::bytea[])`,
+		// Keys taken in the order of the Append calls (volatile functions
+		// in the target list are evaluated after the sort).
+		append: `INSERT INTO ` + rel + ` (tbl, k, v) SELECT $1, int8send(nextval('` + table + `_append')), v
+			FROM unnest($2::bytea[]) WITH ORDINALITY AS w(v, o) ORDER BY o`,
+		getLocked:      `SELECT v FROM ` + rel + ` WHERE tbl = $1 AND k = $2 FOR UPDATE`,
+		scanLocked:     `SELECT k, v FROM ` + rel + ` WHERE tbl = $1 AND k >= $2 AND k < $3 ORDER BY k LIMIT $4 FOR UPDATE SKIP LOCKED`,
+		scanLockedFrom: `SELECT k, v FROM ` + rel + ` WHERE tbl = $1 AND k >= $2 ORDER BY k LIMIT $3 FOR UPDATE SKIP LOCKED`,
+	}
+}
+
+// queriesFor returns the statements for switchboard table name: on its
+// partition once the partition is known to exist, else on the parent.
+//
+// A statement on the parent is planned again at every execution: with
+// tbl a parameter, a generic plan would keep every partition, so
+// PostgreSQL plans each call for its value (a profile of the lifecycle
+// showed planning at a sixth of the server's time). A statement on the
+// partition has one plan, kept by the connection's prepared statement.
+// Both read and write the same rows: a partition holds exactly its
+// table's.
+func (s *Store) queriesFor(name string) *queries {
+	if q, ok := s.direct.Load(name); ok {
+		return q.(*queries)
+	}
+	part := partitionName(s.opts.Table, name)
+	if _, ok := s.parts.Load(part); !ok {
+		return s.parent
+	}
+	q, _ := s.direct.LoadOrStore(name, newQueries(part, s.opts.Table))
+	return q.(*queries)
 }
 
 // numberBlock is how many numbers one round trip reserves for Sequence.
@@ -203,6 +264,21 @@ func Open(ctx context.Context, dsn string, opts *Options) (*Store, error) {
 		return nil, fmt.Errorf("postgres: parse DSN: %w", err)
 	}
 	cfg.MaxConns = o.MaxConns
+	// Every statement of the store reads by its primary key: one key, a
+	// set of keys, or a key range in key order. A partition's plan is
+	// made once per connection (see queriesFor), often while the table is
+	// still small or its statistics stale; a sequential or bitmap scan
+	// chosen then would read a whole queue at every claim once it has
+	// grown. Only index scans keep each statement's cost to the rows it
+	// returns.
+	if cfg.ConnConfig.RuntimeParams == nil {
+		cfg.ConnConfig.RuntimeParams = map[string]string{}
+	}
+	for _, p := range []string{"enable_seqscan", "enable_bitmapscan"} {
+		if _, set := cfg.ConnConfig.RuntimeParams[p]; !set {
+			cfg.ConnConfig.RuntimeParams[p] = "off"
+		}
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: connect: %w", err)
@@ -215,22 +291,10 @@ func Open(ctx context.Context, dsn string, opts *Options) (*Store, error) {
 		lockKey:    int64(h.Sum64()),
 		channel:    o.Table + "_notify",
 		watchers:   map[int]func(string){},
-		sqlGet:     `SELECT v FROM ` + o.Table + ` WHERE tbl = $1 AND k = $2`,
-		sqlGetMany: `SELECT k, v FROM ` + o.Table + ` WHERE tbl = $1 AND k = ANY($2::bytea[])`,
-		sqlScan:    `SELECT k, v FROM ` + o.Table + ` WHERE tbl = $1 AND k >= $2 ORDER BY k LIMIT $3`,
-		sqlPut: `INSERT INTO ` + o.Table + ` (tbl, k, v) SELECT $1, k, v FROM unnest($2::bytea[], $3::bytea[]) AS w(k, v)
-			ON CONFLICT (tbl, k) DO UPDATE SET v = EXCLUDED.v`,
-		sqlDel: `DELETE FROM ` + o.Table + ` WHERE tbl = $1 AND k = ANY($2::bytea[])`,
-		// Keys taken in the order of the Append calls (volatile functions
-		// in the target list are evaluated after the sort).
-		sqlAppend: `INSERT INTO ` + o.Table + ` (tbl, k, v) SELECT $1, int8send(nextval('` + o.Table + `_append')), v
-			FROM unnest($2::bytea[]) WITH ORDINALITY AS w(v, o) ORDER BY o`,
+		parent:     newQueries(o.Table, o.Table),
 		sqlNumbers: `SELECT int8send(nextval('` + o.Table + `_numbers'))`,
 	}
 	s.idle = sync.NewCond(&s.callsMu)
-	s.sqlGetLocked = `SELECT v FROM ` + o.Table + ` WHERE tbl = $1 AND k = $2 FOR UPDATE`
-	s.sqlScanLocked = `SELECT k, v FROM ` + o.Table + ` WHERE tbl = $1 AND k >= $2 AND k < $3 ORDER BY k LIMIT $4 FOR UPDATE SKIP LOCKED`
-	s.sqlScanLockedFrom = `SELECT k, v FROM ` + o.Table + ` WHERE tbl = $1 AND k >= $2 ORDER BY k LIMIT $3 FOR UPDATE SKIP LOCKED`
 	if err := s.migrate(ctx); err != nil {
 		pool.Close()
 		return nil, err
@@ -582,16 +646,16 @@ func (s *Store) queueWrites(b *pgx.Batch, c *collector) {
 	for _, name := range c.order {
 		t := c.tables[name]
 		if len(t.putK) > 0 {
-			b.Queue(s.sqlPut, name, t.putK, t.putV)
+			b.Queue(s.queriesFor(name).put, name, t.putK, t.putV)
 		}
 		if len(t.delK) > 0 {
-			b.Queue(s.sqlDel, name, t.delK)
+			b.Queue(s.queriesFor(name).del, name, t.delK)
 		}
 	}
 	for _, name := range c.appendOrder {
 		// One row per table and commit: the values joined in order (the
 		// store.Appender contract allows it; they are self-delimiting).
-		b.Queue(s.sqlAppend, name, [][]byte{bytes.Join(c.appends[name], nil)})
+		b.Queue(s.queriesFor(name).append, name, [][]byte{bytes.Join(c.appends[name], nil)})
 	}
 	for _, n := range c.notes {
 		b.Queue(`SELECT pg_notify($1, $2)`, s.channel, n)
@@ -761,7 +825,7 @@ func (r *reader) Get(table string, key []byte) ([]byte, error) {
 	mk := table + "\x00" + string(key)
 	v, ok := r.gets[mk]
 	if !ok {
-		rows, err := r.rows(r.s.sqlGet, table, key)
+		rows, err := r.rows(r.s.queriesFor(table).get, table, key)
 		if err != nil {
 			return nil, fmt.Errorf("postgres: get: %w", err)
 		}
@@ -800,7 +864,7 @@ func (r *reader) Prefetch(table string, keys [][]byte) error {
 	if len(want) == 0 {
 		return nil
 	}
-	rows, err := r.rows(r.s.sqlGetMany, table, want)
+	rows, err := r.rows(r.s.queriesFor(table).getMany, table, want)
 	if err != nil {
 		return fmt.Errorf("postgres: prefetch: %w", err)
 	}
@@ -856,7 +920,7 @@ func (r *reader) page(table string, start []byte, limit int) ([][][]byte, error)
 	if p, ok := r.pages[mk]; ok {
 		return p, nil
 	}
-	page, err := r.rows(r.s.sqlScan, table, start, limit)
+	page, err := r.rows(r.s.queriesFor(table).scan, table, start, limit)
 	if err != nil {
 		return nil, err
 	}
@@ -888,7 +952,7 @@ func (r *reader) GetLocked(table string, key []byte) ([]byte, error) {
 	if !r.locking {
 		return r.Get(table, key)
 	}
-	rows, err := r.rows(r.s.sqlGetLocked, table, key)
+	rows, err := r.rows(r.s.queriesFor(table).getLocked, table, key)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: get: %w", err)
 	}
@@ -965,9 +1029,9 @@ func (r *reader) ScanLocked(table string, start, end []byte, limit int, fn func(
 		var rows [][][]byte
 		var err error
 		if end == nil {
-			rows, err = r.rows(r.s.sqlScanLockedFrom, table, start, page)
+			rows, err = r.rows(r.s.queriesFor(table).scanLockedFrom, table, start, page)
 		} else {
-			rows, err = r.rows(r.s.sqlScanLocked, table, start, end, page)
+			rows, err = r.rows(r.s.queriesFor(table).scanLocked, table, start, end, page)
 		}
 		if err != nil {
 			return fmt.Errorf("postgres: scan: %w", err)

@@ -7,6 +7,11 @@
 //
 // SWITCHBOARD_BENCH_CPUPROFILE=dir makes each child process write its CPU
 // profile into dir (with -switchboard-only, for profiling the store).
+// SWITCHBOARD_BENCH_OPTIONS='{"CommitEachUpdate":true}' (postgres.Options as
+// JSON) opens the lifecycle children's stores with those options.
+// -server-cost prints, after each lifecycle round, what it cost the server
+// per completed todo — commits, rows written and WAL bytes, for River's
+// rounds too — and switchboard's rows written and read per partition.
 //
 // It is its own module so that River is a dependency of this command only.
 //
@@ -71,6 +76,7 @@ var (
 	workers  = flag.Int("workers", 16, "workers (and creators) in all, split over the processes")
 	noRiver  = flag.Bool("switchboard-only", false, "skip River and the claim figures (for profiling)")
 	dsnFlag  = flag.String("dsn", os.Getenv("SWITCHBOARD_POSTGRES_DSN"), "PostgreSQL DSN (default $SWITCHBOARD_POSTGRES_DSN)")
+	pgStats  = flag.Bool("server-cost", false, "print what each lifecycle round cost the server per completed todo (commits, rows written, WAL bytes)")
 )
 
 const childEnv = "SWITCHBOARD_BENCH_CHILD"
@@ -358,7 +364,10 @@ func lifecycle(procs int, subscribe bool) (float64, postgres.Stats, []time.Durat
 			}
 		})
 	}
+	before := serverCost()
 	done, el, stats := spawn(job{Options: postgres.Options{Table: d.table}, Scenario: "lifecycle", Friend: string(d.friend), Worker: string(d.worker)}, procs)
+	reportCost("switchboard", procs, done, before)
+	reportTables(d.table, done)
 	stop()
 	wg.Wait()
 	return float64(done) / el.Seconds(), stats, lat
@@ -382,7 +391,9 @@ func riverLifecycle(procs int) float64 {
 	must(err)
 	_, err = m.Migrate(ctx, rivermigrate.DirectionUp, nil)
 	must(err)
+	before := serverCost()
 	done, el, _ := spawn(job{Scenario: "river", Schema: schema}, procs)
+	reportCost("River", procs, done, before)
 	return float64(done) / el.Seconds()
 }
 
@@ -402,12 +413,74 @@ func boltLifecycle() float64 {
 	return float64(n) / el.Seconds()
 }
 
+// cost is what the server has done so far: transactions committed, rows
+// written and WAL bytes, from pg_stat_database and the WAL position.
+type cost struct{ commits, rows, wal float64 }
+
+// serverCost reads the server's counters (zero without -server-cost).
+func serverCost() cost {
+	if !*pgStats {
+		return cost{}
+	}
+	c, err := pgx.Connect(ctx, *dsnFlag)
+	must(err)
+	defer c.Close(ctx)
+	// Statistics reach pg_stat_database up to a second after a
+	// transaction ends.
+	time.Sleep(1500 * time.Millisecond)
+	_, err = c.Exec(ctx, `SELECT pg_stat_clear_snapshot()`)
+	must(err)
+	var r cost
+	must(c.QueryRow(ctx, `SELECT xact_commit::float8, (tup_inserted+tup_updated+tup_deleted)::float8,
+		pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::float8
+		FROM pg_stat_database WHERE datname = current_database()`).Scan(&r.commits, &r.rows, &r.wal))
+	return r
+}
+
+// reportCost prints the server's work per completed todo since before.
+func reportCost(who string, procs int, done int64, before cost) {
+	if !*pgStats || done == 0 {
+		return
+	}
+	after := serverCost()
+	n := float64(done)
+	fmt.Fprintf(os.Stderr, "server cost, %s, %d process(es): %.2f commits, %.1f rows written, %.0f WAL bytes per todo (%d todos)\n",
+		who, procs, (after.commits-before.commits)/n, (after.rows-before.rows)/n, (after.wal-before.wal)/n, done)
+}
+
+// reportTables prints, with -server-cost, the rows written per completed
+// todo into each of the deployment's partitions (one per switchboard table).
+func reportTables(table string, done int64) {
+	if !*pgStats || done == 0 {
+		return
+	}
+	c, err := pgx.Connect(ctx, *dsnFlag)
+	must(err)
+	defer c.Close(ctx)
+	rows, err := c.Query(ctx, `SELECT relname, n_tup_ins, n_tup_upd, n_tup_del, coalesce(seq_tup_read,0), coalesce(idx_tup_fetch,0) FROM pg_stat_user_tables
+		WHERE relname LIKE $1 ORDER BY n_tup_ins+n_tup_upd+n_tup_del DESC`, table+"\\_\\_%")
+	must(err)
+	defer rows.Close()
+	for rows.Next() {
+		var name string
+		var ins, upd, del, seqRead, idxFetch int64
+		must(rows.Scan(&name, &ins, &upd, &del, &seqRead, &idxFetch))
+		n := float64(done)
+		fmt.Fprintf(os.Stderr, "  %-28s inserted %.2f updated %.2f deleted %.2f, read %.1f rows by sequential scans and %.1f by index per todo\n",
+			strings.TrimPrefix(name, table+"__"), float64(ins)/n, float64(upd)/n, float64(del)/n, float64(seqRead)/n, float64(idxFetch)/n)
+	}
+	must(rows.Err())
+}
+
 // runChild runs one child's share of a scenario.
 func runChild(j job) result {
 	if j.Scenario == "river" {
 		return riverChild(j)
 	}
 	o := j.Options
+	if raw := os.Getenv("SWITCHBOARD_BENCH_OPTIONS"); raw != "" && j.Scenario == "lifecycle" {
+		must(json.Unmarshal([]byte(raw), &o))
+	}
 	st, err := postgres.Open(ctx, j.DSN, &o)
 	must(err)
 	defer st.Close()
