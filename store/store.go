@@ -159,7 +159,10 @@ type Locker interface {
 	// other transaction holds locked (limit ≤ 0: no bound), each locked
 	// for the rest of this transaction; rows other transactions hold are
 	// skipped, not waited for. Every row read is locked, whether or not
-	// fn goes on past it: pass the limit the caller needs.
+	// fn goes on past it: pass the limit the caller needs. A scan of a
+	// range this transaction scanned before may read and lock a few rows
+	// past limit, as a look-ahead for its later scans of the range; fn
+	// still sees at most limit.
 	ScanLocked(table string, start, end []byte, limit int, fn func(k, v []byte) bool) error
 	// GetLocked is Get, locking the row for the rest of this transaction
 	// and waiting for a transaction that holds it; it returns the row as

@@ -845,14 +845,12 @@ func (r *reader) Get(table string, key []byte) ([]byte, error) {
 
 // Prefetch reads the keys not read yet in one round trip and remembers
 // them, so the Gets that follow cost none. A hint whose first key was read
-// already is one that looks ahead over keys mostly fetched by an earlier
-// hint (a window sliding one claim at a time): it is skipped, so that only
-// one hint in a window's width costs a round trip.
+// already looks ahead over keys mostly fetched by an earlier hint (a window
+// sliding one claim at a time): it is skipped while fewer than half its
+// keys are new, so that about one hint in half a window's width costs a
+// round trip.
 func (r *reader) Prefetch(table string, keys [][]byte) error {
 	if len(keys) == 0 {
-		return nil
-	}
-	if _, ok := r.gets[table+"\x00"+string(keys[0])]; ok {
 		return nil
 	}
 	var want [][]byte
@@ -862,6 +860,9 @@ func (r *reader) Prefetch(table string, keys [][]byte) error {
 		}
 	}
 	if len(want) == 0 {
+		return nil
+	}
+	if _, ok := r.gets[table+"\x00"+string(keys[0])]; ok && 2*len(want) < len(keys) {
 		return nil
 	}
 	rows, err := r.rows(r.s.queriesFor(table).getMany, table, want)
@@ -977,12 +978,19 @@ type lockedRange struct {
 	done bool
 }
 
+// lockAhead is the fewest rows ScanLocked reads and locks at once past
+// the rows a transaction already locked in a range.
+const lockAhead = 16
+
 // ScanLocked is store.Locker's: rows locked with FOR UPDATE SKIP LOCKED,
 // in pages of at most limit rows (16 first, growing, when there is no
 // limit). The rows a transaction locked in a range are read again from
 // memory by its later scans of the range (the rows are its own until it
 // ends; the overlays above hide those it deleted), and only what lies past
-// them is fetched. In a serializable transaction it is a plain Scan.
+// them is fetched — at least lockAhead rows at a time, so that the claims
+// of one batch, each taking the first ready row the ones before it left,
+// cost one round trip per lockAhead claims rather than one each. In a
+// serializable transaction it is a plain Scan.
 func (r *reader) ScanLocked(table string, start, end []byte, limit int, fn func(k, v []byte) bool) error {
 	if !r.locking {
 		n := 0
@@ -1021,35 +1029,43 @@ func (r *reader) ScanLocked(table string, start, end []byte, limit int, fn func(
 		last := lr.rows[n-1][0]
 		start = append(append(make([]byte, 0, len(last)+1), last...), 0)
 	}
-	page := 16
+	page := lockAhead
 	for {
+		fetch := page
 		if left > 0 {
-			page = min(page, left)
+			fetch = min(page, left)
+			if len(lr.rows) > 0 {
+				// A later scan of the range that needs a row or two
+				// past what the earlier ones locked (the overlays hide
+				// what they took) locks the next lockAhead, for the
+				// scans after it.
+				fetch = max(fetch, lockAhead)
+			}
 		}
 		var rows [][][]byte
 		var err error
 		if end == nil {
-			rows, err = r.rows(r.s.queriesFor(table).scanLockedFrom, table, start, page)
+			rows, err = r.rows(r.s.queriesFor(table).scanLockedFrom, table, start, fetch)
 		} else {
-			rows, err = r.rows(r.s.queriesFor(table).scanLocked, table, start, end, page)
+			rows, err = r.rows(r.s.queriesFor(table).scanLocked, table, start, end, fetch)
 		}
 		if err != nil {
 			return fmt.Errorf("postgres: scan: %w", err)
 		}
 		lr.rows = append(lr.rows, rows...)
-		lr.done = len(rows) < page
+		lr.done = len(rows) < fetch
 		for _, kv := range rows {
 			if !fn(bytes.Clone(kv[0]), bytes.Clone(kv[1])) {
 				return nil
 			}
+			if left > 0 {
+				if left--; left == 0 {
+					return nil
+				}
+			}
 		}
 		if lr.done {
 			return nil
-		}
-		if left > 0 {
-			if left -= len(rows); left == 0 {
-				return nil
-			}
 		}
 		last := rows[len(rows)-1][0]
 		start = append(append(make([]byte, 0, len(last)+1), last...), 0)
