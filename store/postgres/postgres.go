@@ -586,6 +586,11 @@ func (s *Store) once(ctx context.Context, fn func(store.Tx) error, iso isolation
 			return fmt.Errorf("postgres: update: commit: %w", err)
 		}
 	}
+	for _, name := range missing {
+		// Created with this commit: later statements name it directly
+		// (see queriesFor) without asking the server first.
+		s.parts.Store(partitionName(s.opts.Table, name), struct{}{})
+	}
 	done = true
 	return nil
 }
