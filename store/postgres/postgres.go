@@ -60,7 +60,9 @@
 //
 // # Notifications
 //
-// A transaction's Notify(key) becomes a NOTIFY sent at commit; one LISTEN
+// A transaction's Notify(key) becomes a NOTIFY sent right after its commit
+// (in the same round trip, but not inside the transaction, where it would
+// serialize every notifying commit in the database); one LISTEN
 // connection per Store hands the keys to the Watch callbacks. switchboard
 // uses it to wake blocking claims and subscriptions in every process as
 // soon as another commits work for them. A lost LISTEN connection is
@@ -373,18 +375,19 @@ func (s *Store) View(ctx context.Context, fn func(store.Tx) error) error {
 	defer conn.Release()
 	// Once it has started, a transaction is not interrupted by ctx.
 	run := context.WithoutCancel(ctx)
-	tx, err := conn.BeginTx(run, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
-	if err != nil {
-		return fmt.Errorf("postgres: view: begin: %w", err)
+	// BEGIN travels with the first read, as in Update: one round trip
+	// fewer for every read-only call.
+	rd := &reader{s: s, ctx: run, conn: conn.Conn(), begin: "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", readOnly: true}
+	ferr := fn(rd)
+	if rd.begin != "" {
+		return ferr // nothing was read: no transaction to end
 	}
-	defer func() { _ = tx.Rollback(run) }()
-	if err := fn(&reader{s: s, ctx: run, tx: tx, readOnly: true}); err != nil {
-		return err
-	}
-	if err := tx.Commit(run); err != nil {
+	// A read-only transaction commits nothing: ROLLBACK ends it (a
+	// failure leaves the connection broken, and the pool drops it).
+	if _, err := conn.Exec(run, "ROLLBACK"); err != nil && ferr == nil {
 		return fmt.Errorf("postgres: view: %w", err)
 	}
-	return nil
+	return ferr
 }
 
 // Update runs fn in a serializable read-write transaction, grouped with
@@ -414,7 +417,7 @@ func (s *Store) UpdateLocked(ctx context.Context, fn func(store.Tx) error) error
 	}
 	defer s.leave()
 	defer s.updates.Add(1)
-	if s.opts.CommitEachUpdate {
+	if s.opts.CommitEachUpdate || store.IsAlone(ctx) {
 		return s.txn(ctx, fn, s.lockedIso())
 	}
 	return s.locked.Update(ctx, fn)
@@ -578,8 +581,18 @@ func (s *Store) once(ctx context.Context, fn func(store.Tx) error, iso isolation
 		s.queueWrites(&b, &c)
 		b.Queue("COMMIT")
 	}
+	committed := b.Len() // the statements up to COMMIT
+	if rd.begin == "" && len(c.notes) > 0 {
+		// Notifications go after COMMIT, in a transaction of their own
+		// in the same round trip: a transaction that sends NOTIFY holds
+		// a lock every other notifying commit in the database waits on,
+		// from its commit until its WAL is flushed (PostgreSQL's async.c
+		// orders the notification queue so). Sent from a transaction
+		// that writes nothing, the lock is held for an instant.
+		b.Queue(`SELECT pg_notify($1, n) FROM unnest($2::text[]) AS w(n)`, s.channel, c.notes)
+	}
 	if b.Len() > 0 {
-		if err := conn.SendBatch(run, &b).Close(); err != nil {
+		if err := sendCommit(run, conn, &b, committed); err != nil {
 			if rd.begin == "" && commitMayHaveRun(err) {
 				return fmt.Errorf("postgres: update: %w: %w", ErrCommitUnknown, err)
 			}
@@ -656,7 +669,7 @@ func commitMayHaveRun(err error) bool {
 	return !pgconn.SafeToRetry(err)
 }
 
-// queueWrites adds c's writes and notifications to b.
+// queueWrites adds c's writes to b.
 func (s *Store) queueWrites(b *pgx.Batch, c *collector) {
 	for _, name := range c.order {
 		t := c.tables[name]
@@ -672,9 +685,23 @@ func (s *Store) queueWrites(b *pgx.Batch, c *collector) {
 		// store.Appender contract allows it; they are self-delimiting).
 		b.Queue(s.queriesFor(name).append, name, [][]byte{bytes.Join(c.appends[name], nil)})
 	}
-	for _, n := range c.notes {
-		b.Queue(`SELECT pg_notify($1, $2)`, s.channel, n)
+}
+
+// sendCommit sends b, whose first n statements end with the transaction's
+// COMMIT, and returns the first of those that failed. The statement after
+// them — the notifications, sent once the transaction committed — may fail
+// without undoing the commit: its keys are then not delivered
+// (notifications are best effort, store.Notifier), and the pool drops a
+// connection that failure left broken.
+func sendCommit(ctx context.Context, conn *pgx.Conn, b *pgx.Batch, n int) error {
+	br := conn.SendBatch(ctx, b)
+	defer br.Close()
+	for range n {
+		if _, err := br.Exec(); err != nil {
+			return err
+		}
 	}
+	return nil
 }
 
 // collector receives an overlay's writes, grouped per table.
@@ -745,8 +772,7 @@ func (c *collector) Notify(key string) {
 type reader struct {
 	s        *Store
 	ctx      context.Context
-	tx       pgx.Tx    // a View's transaction, or
-	conn     *pgx.Conn // an Update's connection, whose transaction
+	conn     *pgx.Conn // the transaction's connection; the transaction
 	begin    string    // is begun by this statement, sent with the first read
 	readOnly bool
 	locking  bool  // a row-locked (READ COMMITTED) transaction: Locker locks
@@ -775,10 +801,6 @@ func (r *reader) query(sql string, args ...any) (rows pgx.Rows, end func() error
 		}
 	}()
 	none := func() error { return nil }
-	if r.tx != nil {
-		rows, err = r.tx.Query(r.ctx, sql, args...)
-		return rows, none, err
-	}
 	if r.begin == "" {
 		rows, err = r.conn.Query(r.ctx, sql, args...)
 		return rows, none, err
