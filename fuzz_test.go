@@ -16,6 +16,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/mod/sumdb/tlog"
 
 	sb "github.com/switchboardhq/switchboard"
 	"github.com/switchboardhq/switchboard/store"
@@ -382,5 +383,35 @@ func FuzzDPoPProof(f *testing.F) {
 		if newEvents(t, h, &seq) {
 			t.Fatalf("a refused proof wrote events")
 		}
+	})
+}
+
+// FuzzEventLeaf: the leaf decoder reads exactly the canonical leaves —
+// what encoding/json decodes to an event whose EventLeaf is those very
+// bytes — and decodes each to that event (the decoder has a fast path for
+// the canonical shape; this holds it to encoding/json's reading).
+func FuzzEventLeaf(f *testing.F) {
+	at := time.Date(2026, 12, 5, 21, 0, 0, 123456789, time.UTC)
+	for _, e := range []sb.Event{
+		{Seq: 1, At: at, Type: sb.EventTodoCreated, Actor: "agent:alice-bot", Persona: "bob-desk", Grant: "g1", Todo: "t1", Queue: "bob-desk/inbox"},
+		{Seq: 18446744073709551615, At: at.Add(-time.Hour), Type: "x", Actor: "human:https://issuer#sub", Detail: "quote \" slash \\ tab \t nl \n ctl \x01 \x1f del \x7f"},
+		{At: time.Unix(0, 0).UTC(), Type: "é—😀", Actor: "\u2028", Edge: "e/<&>", Detail: "\ufffd"},
+	} {
+		f.Add(sb.EventLeaf(e))
+	}
+	f.Add([]byte(`{"actor":"a","at":"2026-12-05T21:00:00Z","seq":1,"type":"\u00e9"}`))
+	f.Add([]byte(`{"actor":"a","at":"2026-12-05T21:00:00Z","seq":01,"type":"t"}`))
+	f.Add([]byte(`{"actor":"\ud83d\ude00","at":"2026-12-05T21:00:00Z","seq":1,"type":"t"}`))
+	f.Add([]byte("{\"actor\":\"\xff\",\"at\":\"2026-12-05T21:00:00Z\",\"seq\":1,\"type\":\"t\"}"))
+	f.Fuzz(func(t *testing.T, leaf []byte) {
+		var want sb.Event
+		canonical := json.Unmarshal(leaf, &want) == nil && bytes.Equal(sb.EventLeaf(want), leaf)
+		got, err := sb.VerifyInclusion(sb.Checkpoint{Size: 1, Root: tlog.RecordHash(leaf)}, sb.InclusionProof{TreeSize: 1, Leaf: leaf})
+		if !canonical {
+			require.ErrorIs(t, err, sb.ErrProof, "a leaf not in canonical form was read")
+			return
+		}
+		require.NoError(t, err)
+		require.Equal(t, want, got)
 	})
 }

@@ -60,6 +60,10 @@ type txn struct {
 	logged   int            // events this transaction added to the log
 	revoked  []revokedGrant // grants revoked here whose queued todos are cancelled after commit
 	pending  int            // events this transaction wrote pending, for the sequencer
+	// tree is the sequencer's copy of the tree's frontier, when it is the
+	// tree this transaction builds on (see treeCache); nil reads hashes
+	// from the store.
+	tree *treeCache
 
 	hooks        bool // webhooks are configured: outcomes queue deliveries
 	hookAttempts int  // a delivery's MaxAttempts

@@ -684,3 +684,48 @@ func TestMultiProcessRevocationUnderContention(t *testing.T) {
 	require.NoError(t, err)
 	require.NotEmpty(t, cancelled)
 }
+
+// Two Switchboards on one store, the lease short and the bursts of work
+// apart by more than it: the sequencer changes hands back and forth, and
+// each holder must build on the tree the other left — not on its own copy
+// of the frontier from before (VerifyAudit compares every stored tree
+// hash with the tree rebuilt from the events).
+func TestSequencerChangesHandsBackAndForth(t *testing.T) {
+	d := newDeployment(t, switchboard.Quotas{}, 20*time.Millisecond)
+	_, friend, _ := d.friend()
+	require.NoError(t, d.sb.Close())
+	const lease = 100 * time.Millisecond
+	var sbs []*switchboard.Switchboard
+	for range 2 {
+		s, err := switchboard.New(d.st, &switchboard.Config{Issuers: []switchboard.Issuer{d.iss.Config()}, SequencerLease: lease, PollInterval: 20 * time.Millisecond})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = s.Close() })
+		sbs = append(sbs, s)
+	}
+	ctx := context.Background()
+	created := map[string]bool{}
+	for round := range 8 {
+		s := sbs[round%2]
+		for i := range 20 {
+			td, _, err := s.CreateFor(ctx, friend, "inbox", switchboard.NewTodo{Kind: "k", DedupKey: fmt.Sprintf("%d-%d", round, i)})
+			require.NoError(t, err)
+			created[td.ID] = true
+		}
+		sequenced(t, s, d.st)
+		time.Sleep(lease + lease/2) // the holder's lease runs out
+	}
+	rep := sequenced(t, sbs[0], d.st)
+	evs, err := sbs[1].Events(ctx, 0, int(rep.Last)+1)
+	require.NoError(t, err)
+	logged := map[string]int{}
+	for i, e := range evs {
+		require.Equal(t, uint64(i+1), e.Seq, "gapless")
+		if e.Type == switchboard.EventTodoCreated && e.Queue == "bob-desk/inbox" {
+			logged[e.Todo]++
+		}
+	}
+	require.Len(t, logged, len(created))
+	for id := range created {
+		require.Equal(t, 1, logged[id], "todo %s's creation logged once", id)
+	}
+}
