@@ -28,9 +28,12 @@
 //     calling Insert in a loop, a client with 16 workers, counted at the
 //     worker); the ratio is the median of the rounds' ratios;
 //   - commit to delivery through Subscribe: a subscriber in this process
-//     follows the queue during the 2-process lifecycle rounds; the latency
-//     is the time from an event's commit (its At, read inside the
-//     committing transaction) to its delivery;
+//     follows the queue during the 2-process lifecycle rounds; for each
+//     todo.created event, the time from CreateFor's return in the child
+//     (the commit) to the event's delivery here — beside it, for scale,
+//     how long CreateFor itself took (one write transaction under the same
+//     load), and every event's delivery measured from its At (read inside
+//     the committing transaction, so the commit is included);
 //   - the lifecycle on the bolt store in one process, for scale.
 //
 // Retried is the share of write transactions rolled back by a
@@ -45,6 +48,7 @@ import (
 	"fmt"
 	"log"
 	"log/slog"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -100,6 +104,13 @@ type result struct {
 	Done    int64          `json:"done"`
 	Elapsed time.Duration  `json:"elapsed"`
 	Stats   postgres.Stats `json:"stats"`
+	// Created is, in lifecycle children, when each CreateFor returned
+	// (Unix nanoseconds) by todo id: the commit a subscriber's delivery
+	// of the todo's created event is measured from.
+	Created map[string]int64 `json:"created,omitempty"`
+	// CreateLatency is, in lifecycle children, how long each CreateFor
+	// took (nanoseconds): one write transaction's commit under the load.
+	CreateLatency []int64 `json:"create_latency,omitempty"`
 }
 
 func main() {
@@ -137,7 +148,8 @@ func main() {
 		for _, p := range procs {
 			for range *rounds {
 				v, st, lat := lifecycle(p, p == 2)
-				fmt.Printf("| lifecycle, %d processes | %.0f/s | %s retried | %d events delivered |\n", p, v, retried(st), len(lat))
+				fmt.Printf("| lifecycle, %d processes | %.0f/s | | | %s |\n", p, v, retried(st))
+				printLatencies(p, lat)
 			}
 		}
 		return
@@ -153,16 +165,29 @@ func main() {
 		byProcs[p] = sbRate
 		fmt.Printf("| lifecycle, %d+%d over %d process(es) | %.0f/s | River %.0f/s | %.2f× | %s |\n",
 			*workers, *workers, p, sbRate, riverRate, ratio, retried)
-		if len(lat) > 0 {
-			fmt.Printf("| commit → Subscribe delivery, %d processes under that load | p50 %s, p99 %s | | | %d events |\n",
-				p, pct(lat, 50), pct(lat, 99), len(lat))
-		}
+		printLatencies(p, lat)
 	}
 	if byProcs[2] > 0 && byProcs[4] > 0 {
 		fmt.Printf("| lifecycle, 4 processes / 2 processes | %.2f× | | | |\n", byProcs[4]/byProcs[2])
 	}
 	bolt := boltLifecycle()
 	fmt.Printf("| lifecycle, %d+%d, bolt store, 1 process | %.0f/s | | | |\n", *workers, *workers, bolt)
+}
+
+// printLatencies prints a subscriber's delivery latencies, if any.
+func printLatencies(procs int, lat latencies) {
+	if len(lat.fromCommit) > 0 {
+		fmt.Printf("| commit → Subscribe delivery, %d processes under that load | p50 %s, p99 %s | | | %d todo.created events, from CreateFor's return |\n",
+			procs, pct(lat.fromCommit, 50), pct(lat.fromCommit, 99), len(lat.fromCommit))
+	}
+	if len(lat.create) > 0 {
+		fmt.Printf("| CreateFor (one write transaction), %d processes under that load | p50 %s, p99 %s | | | %d calls |\n",
+			procs, pct(lat.create, 50), pct(lat.create, 99), len(lat.create))
+	}
+	if len(lat.fromAt) > 0 {
+		fmt.Printf("| event At → Subscribe delivery, %d processes under that load | p50 %s, p99 %s | | | %d events, commit included |\n",
+			procs, pct(lat.fromAt, 50), pct(lat.fromAt, 99), len(lat.fromAt))
+	}
 }
 
 func must(err error) {
@@ -193,6 +218,10 @@ type deployment struct {
 }
 
 var tables int
+
+// createLatency collects the lifecycle children's CreateFor durations
+// (see result.CreateLatency); lifecycle takes them.
+var createLatency []time.Duration
 
 func newDeployment(opts postgres.Options) *deployment {
 	tables++
@@ -263,7 +292,8 @@ func (d *deployment) fill(n int) {
 }
 
 // spawn runs j in procs children at once and sums what they report.
-func spawn(j job, procs int) (done int64, elapsed time.Duration, stats postgres.Stats) {
+func spawn(j job, procs int) (done int64, elapsed time.Duration, stats postgres.Stats, created map[string]int64) {
+	created = map[string]int64{}
 	j.DSN = *dsnFlag
 	j.Workers = max(1, *workers/procs)
 	j.Start = time.Now().Add(2 * time.Second) // all children start together, connected
@@ -287,11 +317,15 @@ func spawn(j job, procs int) (done int64, elapsed time.Duration, stats postgres.
 			stats.Commits += r.Stats.Commits
 			stats.Retries += r.Stats.Retries
 			stats.Updates += r.Stats.Updates
+			maps.Copy(created, r.Created)
+			for _, l := range r.CreateLatency {
+				createLatency = append(createLatency, time.Duration(l))
+			}
 			mu.Unlock()
 		})
 	}
 	wg.Wait()
-	return done, elapsed, stats
+	return done, elapsed, stats, created
 }
 
 func retried(s postgres.Stats) string {
@@ -312,7 +346,7 @@ func claims(opts postgres.Options, procs int) figure {
 	defer d.drop()
 	d.fill(int(dur.Seconds()*2500) + 1000) // more than the run can claim
 	opts.Table = d.table
-	done, el, stats := spawn(job{Options: opts, Scenario: "claim", Worker: string(d.worker)}, procs)
+	done, el, stats, _ := spawn(job{Options: opts, Scenario: "claim", Worker: string(d.worker)}, procs)
 	return figure{float64(done) / el.Seconds(), retried(stats)}
 }
 
@@ -320,7 +354,7 @@ func claims(opts postgres.Options, procs int) figure {
 // alternating with River's, and returns the medians, the median of the
 // per-round ratios, the retry share and (with 2 processes) the
 // commit-to-delivery latencies seen by a subscriber.
-func lifecycleRounds(procs int) (sbRate, riverRate, ratio float64, retry string, lat []time.Duration) {
+func lifecycleRounds(procs int) (sbRate, riverRate, ratio float64, retry string, lat latencies) {
 	var sbs, rivers, ratios []float64
 	var stats postgres.Stats
 	for r := range *rounds {
@@ -328,11 +362,11 @@ func lifecycleRounds(procs int) (sbRate, riverRate, ratio float64, retry string,
 		for i := range 2 {
 			if (r+i)%2 == 0 {
 				var st postgres.Stats
-				var l []time.Duration
+				var l latencies
 				s, st, l = lifecycle(procs, procs == 2)
 				stats.Commits += st.Commits
 				stats.Retries += st.Retries
-				lat = append(lat, l...)
+				lat.add(l)
 			} else {
 				rv = riverLifecycle(procs)
 			}
@@ -344,10 +378,11 @@ func lifecycleRounds(procs int) (sbRate, riverRate, ratio float64, retry string,
 
 // lifecycle runs switchboard's lifecycle once over procs processes; with
 // subscribe, a subscriber in this process follows the queue meanwhile.
-func lifecycle(procs int, subscribe bool) (float64, postgres.Stats, []time.Duration) {
+func lifecycle(procs int, subscribe bool) (float64, postgres.Stats, latencies) {
 	d := newDeployment(postgres.Options{})
 	defer d.drop()
-	var lat []time.Duration
+	var lat latencies
+	delivered := map[string]time.Time{}
 	var wg sync.WaitGroup
 	sctx, stop := context.WithCancel(ctx)
 	if subscribe {
@@ -358,19 +393,45 @@ func lifecycle(procs int, subscribe bool) (float64, postgres.Stats, []time.Durat
 		sub := d.sb.Subscribe(sctx, 0, &switchboard.EventFilter{Queue: switchboard.QueueAddress("bob-desk", "inbox")})
 		wg.Go(func() {
 			for e := range sub.C {
+				now := time.Now()
 				if !e.At.Before(begun) {
-					lat = append(lat, time.Since(e.At))
+					lat.fromAt = append(lat.fromAt, now.Sub(e.At))
+					if e.Type == switchboard.EventTodoCreated {
+						delivered[e.Todo] = now
+					}
 				}
 			}
 		})
 	}
 	before := serverCost()
-	done, el, stats := spawn(job{Options: postgres.Options{Table: d.table}, Scenario: "lifecycle", Friend: string(d.friend), Worker: string(d.worker)}, procs)
+	done, el, stats, created := spawn(job{Options: postgres.Options{Table: d.table}, Scenario: "lifecycle", Friend: string(d.friend), Worker: string(d.worker)}, procs)
 	reportCost("switchboard", procs, done, before)
 	reportTables(d.table, done)
 	stop()
 	wg.Wait()
+	if subscribe {
+		lat.create = createLatency
+	}
+	createLatency = nil
+	for id, at := range delivered {
+		if c, ok := created[id]; ok {
+			lat.fromCommit = append(lat.fromCommit, at.Sub(time.Unix(0, c)))
+		}
+	}
 	return float64(done) / el.Seconds(), stats, lat
+}
+
+// latencies are a subscriber's delivery latencies: of every event from its
+// At (read inside the committing transaction, so they include the commit
+// itself), and of todo.created events from when CreateFor returned in the
+// creating process (commit to delivery proper).
+// create is how long each CreateFor took in the children meanwhile.
+type latencies struct{ fromAt, fromCommit, create []time.Duration }
+
+func (l *latencies) add(o latencies) {
+	l.fromAt = append(l.fromAt, o.fromAt...)
+	l.fromCommit = append(l.fromCommit, o.fromCommit...)
+	l.create = append(l.create, o.create...)
 }
 
 // riverLifecycle runs River's cycle once over procs processes, in a schema
@@ -392,7 +453,7 @@ func riverLifecycle(procs int) float64 {
 	_, err = m.Migrate(ctx, rivermigrate.DirectionUp, nil)
 	must(err)
 	before := serverCost()
-	done, el, _ := spawn(job{Scenario: "river", Schema: schema}, procs)
+	done, el, _, _ := spawn(job{Scenario: "river", Schema: schema}, procs)
 	reportCost("River", procs, done, before)
 	return float64(done) / el.Seconds()
 }
@@ -409,7 +470,7 @@ func boltLifecycle() float64 {
 	defer st.Close()
 	sb, friend, worker := setup(st)
 	defer sb.Close()
-	n, el := work(sb, friend, worker, *workers, *workers, time.Now(), *dur)
+	n, el := work(sb, friend, worker, *workers, *workers, time.Now(), *dur, nil)
 	return float64(n) / el.Seconds()
 }
 
@@ -492,7 +553,8 @@ func runChild(j job) result {
 	case "claim":
 		r.Done, r.Elapsed = claimLoop(sb, switchboard.Credential(j.Worker), j.Workers, j.Start, j.Duration)
 	case "lifecycle":
-		r.Done, r.Elapsed = work(sb, switchboard.Credential(j.Friend), switchboard.Credential(j.Worker), j.Workers, j.Workers, j.Start, j.Duration)
+		r.Created = map[string]int64{}
+		r.Done, r.Elapsed = work(sb, switchboard.Credential(j.Friend), switchboard.Credential(j.Worker), j.Workers, j.Workers, j.Start, j.Duration, &r)
 	}
 	r.Stats = st.Stats()
 	return r
@@ -522,8 +584,11 @@ func claimLoop(sb *switchboard.Switchboard, cred switchboard.Credential, n int, 
 
 // work runs Work with the given concurrency from start for d while
 // creators goroutines create, and returns the completions.
-func work(sb *switchboard.Switchboard, friend, worker switchboard.Credential, concurrency, creators int, start time.Time, d time.Duration) (int64, time.Duration) {
+// With rec non-nil, it records when each CreateFor returned and how long
+// it took.
+func work(sb *switchboard.Switchboard, friend, worker switchboard.Credential, concurrency, creators int, start time.Time, d time.Duration, rec *result) (int64, time.Duration) {
 	time.Sleep(time.Until(start))
+	var mu sync.Mutex
 	wctx, stop := context.WithTimeout(ctx, d)
 	defer stop()
 	var done atomic.Int64
@@ -531,9 +596,17 @@ func work(sb *switchboard.Switchboard, friend, worker switchboard.Credential, co
 	for range creators {
 		wg.Go(func() {
 			for wctx.Err() == nil {
-				_, _, err := sb.CreateFor(wctx, friend, "inbox", switchboard.NewTodo{Kind: "k", Payload: make([]byte, 256)})
+				began := time.Now()
+				t, _, err := sb.CreateFor(wctx, friend, "inbox", switchboard.NewTodo{Kind: "k", Payload: make([]byte, 256)})
 				if err != nil && wctx.Err() == nil {
 					must(err)
+				}
+				if err == nil && rec != nil {
+					at := time.Now().UnixNano()
+					mu.Lock()
+					rec.Created[t.ID] = at
+					rec.CreateLatency = append(rec.CreateLatency, at-began.UnixNano())
+					mu.Unlock()
 				}
 			}
 		})
