@@ -553,14 +553,9 @@ func cutJSONString(b []byte) (string, []byte, bool) {
 	for end < len(b) && b[end] != '"' && b[end] != '\\' && b[end] >= 0x20 {
 		end++
 	}
-	if end < len(b) && b[end] == '"' {
-		// No escapes: the common case.
-		if !utf8.Valid(b[1:end]) {
-			return "", nil, false
-		}
-		return string(b[1:end]), b[end+1:], true
-	}
-	out := append([]byte(nil), b[1:end]...)
+	// The run before the first escape, without a copy; the full slice
+	// expression makes a later append copy it rather than write into b.
+	out := b[1:end:end]
 	for i := end; i < len(b); i++ {
 		c := b[i]
 		switch {
