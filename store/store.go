@@ -162,7 +162,10 @@ type Locker interface {
 	// fn goes on past it: pass the limit the caller needs. A scan of a
 	// range this transaction scanned before may read and lock a few rows
 	// past limit, as a look-ahead for its later scans of the range; fn
-	// still sees at most limit.
+	// still sees at most limit. The first scan of a range with limit > 0
+	// reads its rows at one instant: every row committed before then with
+	// a key below the last one it returns is among them, unless another
+	// transaction holds it locked.
 	ScanLocked(table string, start, end []byte, limit int, fn func(k, v []byte) bool) error
 	// GetLocked is Get, locking the row for the rest of this transaction
 	// and waiting for a transaction that holds it; it returns the row as

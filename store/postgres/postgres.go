@@ -1020,8 +1020,8 @@ type lockedRange struct {
 const lockAhead = 16
 
 // ScanLocked is store.Locker's: rows locked with FOR UPDATE SKIP LOCKED,
-// in pages of at most limit rows (16 first, growing, when there is no
-// limit). The rows a transaction locked in a range are read again from
+// the first limit rows of a range in one statement (with no limit, in
+// pages of 16 rows first, growing). The rows a transaction locked in a range are read again from
 // memory by its later scans of the range (the rows are its own until it
 // ends; the overlays above hide those it deleted), and only what lies past
 // them is fetched — at least lockAhead rows at a time, so that the claims
@@ -1070,7 +1070,9 @@ func (r *reader) ScanLocked(table string, start, end []byte, limit int, fn func(
 	for {
 		fetch := page
 		if left > 0 {
-			fetch = min(page, left)
+			// A bounded scan reads all it may return in one statement:
+			// one snapshot (store.Locker's contract).
+			fetch = left
 			if len(lr.rows) > 0 {
 				// A later scan of the range that needs a row or two
 				// past what the earlier ones locked (the overlays hide

@@ -267,3 +267,46 @@ func TestLockedReads(t *testing.T) {
 	require.NoError(t, <-first)
 	require.Equal(t, "1", string(<-waited), "read after the holder committed, as it left the row")
 }
+
+// A bounded ScanLocked reads the first rows of a range at one instant
+// (store.Locker's contract, which the audit log's sequencer relies on): a
+// row committed while fn runs is not returned, whatever its key, and every
+// row committed before the scan with a key below its last is.
+func TestBoundedScanLockedIsOneSnapshot(t *testing.T) {
+	dsn := testDSN(t)
+	table := freshTable(t, dsn)
+	a := open(t, dsn, postgres.Options{Table: table})
+	defer a.Close()
+	b := open(t, dsn, postgres.Options{Table: table})
+	defer b.Close()
+	ctx := context.Background()
+	key := func(i int) []byte { return []byte(fmt.Sprintf("k%03d", i)) }
+	require.NoError(t, a.Update(ctx, func(tx store.Tx) error {
+		for i := 10; i < 400; i += 10 { // 39 rows: more than one page of 16
+			if err := tx.Put("t", key(i), []byte("0")); err != nil {
+				return err
+			}
+		}
+		return nil
+	}))
+	var got []string
+	require.NoError(t, a.UpdateLocked(ctx, func(tx store.Tx) error {
+		got = nil
+		return tx.(store.Locker).ScanLocked("t", nil, nil, 100, func(k, _ []byte) bool {
+			if len(got) == 0 {
+				// Committed after the scan began: one key below every
+				// row still to come, one past them all.
+				require.NoError(t, b.Update(ctx, func(tx store.Tx) error {
+					return errors.Join(tx.Put("t", key(15), []byte("late")), tx.Put("t", key(395), []byte("late")))
+				}))
+			}
+			got = append(got, string(k))
+			return true
+		})
+	}))
+	var want []string
+	for i := 10; i < 400; i += 10 {
+		want = append(want, string(key(i)))
+	}
+	require.Equal(t, want, got, "the rows as they were when the scan began, no later one")
+}
