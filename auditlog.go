@@ -74,6 +74,25 @@ func (t *txn) logState() (*logState, error) {
 		return t.log, nil
 	}
 	b, err := t.tx.Get(tMeta, []byte(logStateKey))
+	return t.setLogState(b, err)
+}
+
+// lockLogState is logState for a transaction that will write the state
+// back: in a row-locked transaction it locks the state's record first, so
+// that a concurrent change to it (a purge moving the log's start) either
+// commits before the read or waits for this transaction — and is not
+// overwritten with the state as it was before.
+func (t *txn) lockLogState() (*logState, error) {
+	if t.locker == nil || t.log != nil {
+		return t.logState()
+	}
+	b, err := t.locker.GetLocked(tMeta, []byte(logStateKey))
+	return t.setLogState(b, err)
+}
+
+// setLogState decodes the log's state record (b, or err reading it) into
+// the transaction's copy.
+func (t *txn) setLogState(b []byte, err error) (*logState, error) {
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		t.log = &logState{}

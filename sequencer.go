@@ -169,6 +169,12 @@ func (s *Switchboard) sequence(ctx context.Context) (moved int, other time.Durat
 		if len(evs) == 0 {
 			return nil
 		}
+		// The pass writes the log's state back: locked, so that a purge
+		// committing meanwhile is not undone (Reap moves the log's start
+		// in a transaction of its own).
+		if _, err := t.lockLogState(); err != nil {
+			return err
+		}
 		held = t.now.Add(s.cfg.SequencerLease)
 		if err := t.tx.Put(tMeta, []byte(sequencerKey), encodeLease(s.seq.id, held)); err != nil {
 			return err

@@ -729,3 +729,43 @@ func TestSequencerChangesHandsBackAndForth(t *testing.T) {
 		require.Equal(t, 1, logged[id], "todo %s's creation logged once", id)
 	}
 }
+
+// Reap purges old events while the sequencer adds new ones, in another
+// Switchboard on the same table: the purge's move of the log's start and
+// the sequencer's of its end both land (neither overwrites the other's),
+// and the log verifies.
+func TestPurgeWhileSequencing(t *testing.T) {
+	d := newDeployment(t, switchboard.Quotas{}, 20*time.Millisecond)
+	_, friend, _ := d.friend()
+	reaper, err := switchboard.New(d.st, &switchboard.Config{Issuers: []switchboard.Issuer{d.iss.Config()}, EventRetention: time.Millisecond,
+		SequencerLease: time.Hour}) // never the sequencer: d.sb holds the lease
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = reaper.Close() })
+	ctx := context.Background()
+	stop := time.Now().Add(2 * time.Second)
+	var wg sync.WaitGroup
+	errs := make([]error, 4)
+	for w := range errs {
+		wg.Go(func() {
+			for i := 0; time.Now().Before(stop) && errs[w] == nil; i++ {
+				_, _, errs[w] = d.sb.CreateFor(ctx, friend, "inbox", switchboard.NewTodo{Kind: "k", DedupKey: fmt.Sprintf("%d-%d", w, i)})
+			}
+		})
+	}
+	purged := 0
+	for time.Now().Before(stop) && err == nil {
+		var st switchboard.ReapStats
+		st, err = reaper.Reap(ctx)
+		purged += st.EventsPurged
+	}
+	wg.Wait()
+	require.NoError(t, err, "reap")
+	require.NoError(t, errors.Join(errs...), "create")
+	rep := sequenced(t, d.sb, d.st)
+	st, err := reaper.Reap(ctx)
+	require.NoError(t, err, "the log's start is where the purges left it")
+	t.Logf("purged %d events meanwhile, %d after; log ends at %d", purged, st.EventsPurged, rep.Last)
+	require.Positive(t, purged)
+	_, err = reaper.VerifyAudit(ctx)
+	require.NoError(t, err)
+}
