@@ -171,6 +171,13 @@ type Locker interface {
 	// and waiting for a transaction that holds it; it returns the row as
 	// that one left it.
 	GetLocked(table string, key []byte) ([]byte, error)
+	// LockAhead(table, keys) says the transaction will GetLocked those
+	// keys: a store whose reads are round trips may lock them all with
+	// its next read, before that read (so a scan that follows sees what
+	// was committed once the locks were held). GetLocked of one of them
+	// then returns the row as that lock found it. The rows are locked
+	// for the rest of the transaction whether or not GetLocked follows.
+	LockAhead(table string, keys [][]byte) error
 }
 
 // Appender is implemented by the Tx of a store whose write transactions run
@@ -203,12 +210,16 @@ type Appender interface {
 }
 
 // Prefetcher is implemented by the Tx of a store whose reads are round
-// trips (a database server): Prefetch(table, keys) is a hint that the
-// transaction is about to Get those keys, so the store may fetch them in
-// one round trip. It changes no result — a Get afterwards returns exactly
-// what it would have returned without the hint.
+// trips (a database server). Its hints change no result — a read
+// afterwards returns exactly what it would have returned without them.
 type Prefetcher interface {
+	// Prefetch(table, keys) is a hint that the transaction is about to
+	// Get those keys, so the store may fetch them in one round trip.
 	Prefetch(table string, keys [][]byte) error
+	// PrefetchScan(table, start, limit) is a hint that the transaction
+	// will Scan table from start and read about limit rows: the store
+	// may fetch them with its next read, in the same round trip.
+	PrefetchScan(table string, start []byte, limit int) error
 }
 
 type aloneKey struct{}

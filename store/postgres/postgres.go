@@ -180,6 +180,7 @@ type Store struct {
 type queries struct {
 	get, getMany, scan, put, del          string
 	getLocked, scanLocked, scanLockedFrom string
+	getManyLocked                         string
 	append                                string
 }
 
@@ -207,7 +208,10 @@ func newQueries(rel, table string) *queries {
 		// in the target list are evaluated after the sort).
 		append: `INSERT INTO ` + rel + ` (tbl, k, v) SELECT $1, int8send(nextval('` + table + `_append')), v
 			FROM unnest($2::bytea[]) WITH ORDINALITY AS w(v, o) ORDER BY o`,
-		getLocked:      `SELECT v FROM ` + rel + ` WHERE tbl = $1 AND k = $2 FOR UPDATE`,
+		getLocked: `SELECT v FROM ` + rel + ` WHERE tbl = $1 AND k = $2 FOR UPDATE`,
+		// Locks in the order of the keys given (sorted by the caller).
+		getManyLocked: `SELECT w.k, t.v FROM unnest($2::bytea[]) WITH ORDINALITY AS w(k, o)
+			CROSS JOIN LATERAL (SELECT v FROM ` + rel + ` WHERE tbl = $1 AND k = w.k FOR UPDATE OFFSET 0) AS t ORDER BY w.o`,
 		scanLocked:     `SELECT k, v FROM ` + rel + ` WHERE tbl = $1 AND k >= $2 AND k < $3 ORDER BY k LIMIT $4 FOR UPDATE SKIP LOCKED`,
 		scanLockedFrom: `SELECT k, v FROM ` + rel + ` WHERE tbl = $1 AND k >= $2 ORDER BY k LIMIT $3 FOR UPDATE SKIP LOCKED`,
 	}
@@ -783,6 +787,29 @@ type reader struct {
 	locked map[string]*lockedRange
 	gets   map[string][]byte // table \x00 key → value; nil: not found
 	pages  map[string][][][]byte
+	// ahead holds the ranges PrefetchScan announced (table \x00 start),
+	// lockedGets the rows LockAhead locked (nil: absent) by the same key
+	// as gets; queued holds the reads announced and not sent yet, which
+	// go with the next round trip, in order.
+	ahead      map[string]*aheadRange
+	lockedGets map[string][]byte
+	queued     []queuedRead
+}
+
+// aheadRange is a range PrefetchScan announced: up to limit rows of table
+// from start, read with the transaction's next round trip.
+type aheadRange struct {
+	limit int
+	rows  [][][]byte
+	sent  bool
+}
+
+// queuedRead is a read announced by a hint: its statement, and what takes
+// its rows once they arrive.
+type queuedRead struct {
+	sql  string
+	args []any
+	got  func(rows [][][]byte)
 }
 
 // query runs one read, sending BEGIN in the same round trip if the
@@ -801,25 +828,76 @@ func (r *reader) query(sql string, args ...any) (rows pgx.Rows, end func() error
 		}
 	}()
 	none := func() error { return nil }
-	if r.begin == "" {
+	if r.begin == "" && len(r.queued) == 0 {
 		rows, err = r.conn.Query(r.ctx, sql, args...)
 		return rows, none, err
 	}
 	var b pgx.Batch
-	b.Queue(r.begin)
-	b.Queue(sql, args...)
-	r.begin = ""
+	if r.begin != "" {
+		b.Queue(r.begin)
+	}
+	for _, q := range r.queued {
+		b.Queue(q.sql, q.args...)
+	}
+	if sql != "" {
+		b.Queue(sql, args...)
+	}
+	begun, queued := r.begin != "", r.queued
+	r.begin, r.queued = "", nil
 	br := r.conn.SendBatch(r.ctx, &b)
-	if _, err := br.Exec(); err != nil {
+	fail := func(err error) (pgx.Rows, func() error, error) {
 		_ = br.Close()
 		return nil, nil, err
+	}
+	if begun {
+		if _, err := br.Exec(); err != nil {
+			return fail(err)
+		}
+	}
+	for _, q := range queued {
+		ahead, err := br.Query()
+		if err != nil {
+			return fail(err)
+		}
+		got, err := collect(ahead)
+		if err != nil {
+			return fail(err)
+		}
+		q.got(got)
+	}
+	if sql == "" {
+		return nil, nil, br.Close()
 	}
 	rows, err = br.Query()
 	if err != nil {
-		_ = br.Close()
-		return nil, nil, err
+		return fail(err)
 	}
 	return rows, br.Close, nil
+}
+
+// collect reads every row of rows, each as its columns (an empty value as
+// a non-nil empty slice), and closes it.
+func collect(rows pgx.Rows) ([][][]byte, error) {
+	defer rows.Close()
+	var out [][][]byte
+	for rows.Next() {
+		row := make([][]byte, len(rows.FieldDescriptions()))
+		dst := make([]any, len(row))
+		for i := range row {
+			dst[i] = &row[i]
+		}
+		if err := rows.Scan(dst...); err != nil { // Scan copies into a []byte
+			return nil, err
+		}
+		for i := range row {
+			if row[i] == nil {
+				row[i] = []byte{} // an empty value, not a missing one
+			}
+		}
+		out = append(out, row)
+	}
+	rows.Close()
+	return out, rows.Err()
 }
 
 // rows reads every row of one query, each as its columns.
@@ -835,27 +913,11 @@ func (r *reader) rows(sql string, args ...any) (_ [][][]byte, err error) {
 			r.failed = err
 		}
 	}()
-	var out [][][]byte
-	for rows.Next() {
-		row := make([][]byte, len(rows.FieldDescriptions()))
-		dst := make([]any, len(row))
-		for i := range row {
-			dst[i] = &row[i]
-		}
-		if err := rows.Scan(dst...); err != nil { // Scan copies into a []byte
-			rows.Close()
-			_ = end()
-			return nil, err
-		}
-		for i := range row {
-			if row[i] == nil {
-				row[i] = []byte{} // an empty value, not a missing one
-			}
-		}
-		out = append(out, row)
+	out, err := collect(rows)
+	if err := errors.Join(err, end()); err != nil {
+		return nil, err
 	}
-	rows.Close()
-	return out, errors.Join(rows.Err(), end())
+	return out, nil
 }
 
 func (r *reader) Get(table string, key []byte) ([]byte, error) {
@@ -929,6 +991,29 @@ func (r *reader) Scan(table string, start, end []byte, fn func(k, v []byte) bool
 		start = []byte{}
 	}
 	limit := 16
+	if a := r.ahead[table+"\x00"+string(start)]; a != nil {
+		// Announced by PrefetchScan: read with the first round trip
+		// since, or now.
+		if !a.sent {
+			if _, _, err := r.query(""); err != nil {
+				return fmt.Errorf("postgres: scan: %w", err)
+			}
+		}
+		for _, kv := range a.rows {
+			if end != nil && bytes.Compare(kv[0], end) >= 0 {
+				return nil
+			}
+			if !fn(bytes.Clone(kv[0]), bytes.Clone(kv[1])) {
+				return nil
+			}
+		}
+		if len(a.rows) < a.limit {
+			return nil
+		}
+		last := a.rows[len(a.rows)-1][0]
+		start = append(append(make([]byte, 0, len(last)+1), last...), 0)
+		limit = min(4*a.limit, 1024)
+	}
 	for {
 		page, err := r.page(table, start, limit)
 		if err != nil {
@@ -950,6 +1035,71 @@ func (r *reader) Scan(table string, start, end []byte, fn func(k, v []byte) bool
 		start = append(append(make([]byte, 0, len(last)+1), last...), 0)
 		limit = min(4*limit, 1024)
 	}
+}
+
+// PrefetchScan is store.Prefetcher's: the range's first limit rows (at
+// most 1024) are read with the transaction's next round trip — the next
+// Get's, say, or else the Scan's — and the Scan from start returns them
+// before it reads on.
+func (r *reader) PrefetchScan(table string, start []byte, limit int) error {
+	if start == nil {
+		start = []byte{}
+	}
+	mk := table + "\x00" + string(start)
+	if limit <= 0 || r.ahead[mk] != nil {
+		return nil
+	}
+	if r.ahead == nil {
+		r.ahead = map[string]*aheadRange{}
+	}
+	a := &aheadRange{limit: min(limit, 1024)}
+	r.ahead[mk] = a
+	r.queued = append(r.queued, queuedRead{
+		sql:  r.s.queriesFor(table).scan,
+		args: []any{table, bytes.Clone(start), a.limit},
+		got:  func(rows [][][]byte) { a.rows, a.sent = rows, true },
+	})
+	return nil
+}
+
+// LockAhead is store.Locker's: in a row-locked transaction the rows are
+// locked, in key order, with the transaction's next round trip, and
+// GetLocked returns them as the lock found them. Elsewhere it does
+// nothing (GetLocked is a plain Get there).
+func (r *reader) LockAhead(table string, keys [][]byte) error {
+	if !r.locking || len(keys) == 0 {
+		return nil
+	}
+	var want [][]byte
+	for _, k := range keys {
+		if _, ok := r.lockedGets[table+"\x00"+string(k)]; !ok && !slices.ContainsFunc(want, func(w []byte) bool { return bytes.Equal(w, k) }) {
+			want = append(want, bytes.Clone(k))
+		}
+	}
+	if len(want) == 0 {
+		return nil
+	}
+	slices.SortFunc(want, bytes.Compare) // one order for every transaction: no deadlock between two
+	r.queued = append(r.queued, queuedRead{
+		sql:  r.s.queriesFor(table).getManyLocked,
+		args: []any{table, want},
+		got: func(rows [][][]byte) {
+			if r.lockedGets == nil {
+				r.lockedGets = map[string][]byte{}
+			}
+			if r.gets == nil {
+				r.gets = map[string][]byte{}
+			}
+			for _, k := range want {
+				r.lockedGets[table+"\x00"+string(k)] = nil // absent unless found below
+			}
+			for _, row := range rows {
+				mk := table + "\x00" + string(row[0])
+				r.lockedGets[mk], r.gets[mk] = row[1], row[1] // what later plain Gets see too
+			}
+		},
+	})
+	return nil
 }
 
 // page reads up to limit rows from start on, or recalls them.
@@ -989,6 +1139,14 @@ func (r *reader) Delete(string, []byte) error {
 func (r *reader) GetLocked(table string, key []byte) ([]byte, error) {
 	if !r.locking {
 		return r.Get(table, key)
+	}
+	// Locked by LockAhead already; else the statement below carries
+	// any read still announced.
+	if v, ok := r.lockedGets[table+"\x00"+string(key)]; ok {
+		if v == nil {
+			return nil, store.ErrNotFound
+		}
+		return bytes.Clone(v), nil
 	}
 	rows, err := r.rows(r.s.queriesFor(table).getLocked, table, key)
 	if err != nil {

@@ -310,3 +310,110 @@ func TestBoundedScanLockedIsOneSnapshot(t *testing.T) {
 	}
 	require.Equal(t, want, got, "the rows as they were when the scan began, no later one")
 }
+
+// PrefetchScan is only a hint too: a Scan after it returns what it would
+// have — past the announced rows, within its end, merged with the
+// transaction's own writes — and the hint travels with the next read.
+func TestPrefetchScanChangesNoResult(t *testing.T) {
+	dsn := testDSN(t)
+	st := open(t, dsn, postgres.Options{Table: freshTable(t, dsn)})
+	defer st.Close()
+	ctx := context.Background()
+	key := func(i int) []byte { return []byte(fmt.Sprintf("k%03d", i)) }
+	require.NoError(t, st.Update(ctx, func(tx store.Tx) error {
+		for i := range 50 {
+			if err := tx.Put("t", key(i), []byte("v")); err != nil {
+				return err
+			}
+		}
+		return tx.Put("u", []byte("x"), []byte("y"))
+	}))
+	scan := func(tx store.Tx, start, end []byte) []string {
+		var got []string
+		require.NoError(t, tx.Scan("t", start, end, func(k, _ []byte) bool { got = append(got, string(k)); return true }))
+		return got
+	}
+	var plain, hinted, ended []string
+	require.NoError(t, st.View(ctx, func(tx store.Tx) error {
+		plain = scan(tx, key(5), nil)
+		return nil
+	}))
+	require.NoError(t, st.View(ctx, func(tx store.Tx) error {
+		p := tx.(store.Prefetcher)
+		require.NoError(t, p.PrefetchScan("t", key(5), 10))
+		require.NoError(t, p.PrefetchScan("t", key(40), 100))
+		v, err := tx.Get("u", []byte("x")) // the hints travel with it
+		require.NoError(t, err)
+		require.Equal(t, "y", string(v))
+		hinted = scan(tx, key(5), nil) // reads on past the 10 announced
+		ended = scan(tx, key(40), key(45))
+		return nil
+	}))
+	require.Len(t, plain, 45)
+	require.Equal(t, plain, hinted)
+	require.Equal(t, []string{"k040", "k041", "k042", "k043", "k044"}, ended)
+	require.NoError(t, st.Update(ctx, func(tx store.Tx) error {
+		require.NoError(t, tx.Delete("t", key(6)))
+		require.NoError(t, tx.Put("t", key(7), []byte("new")))
+		require.NoError(t, tx.(store.Prefetcher).PrefetchScan("t", key(5), 3))
+		got := scan(tx, key(5), key(10))
+		require.Equal(t, []string{"k005", "k007", "k008", "k009"}, got, "own writes merged")
+		return nil
+	}))
+}
+
+// LockAhead locks its rows with the transaction's next read: GetLocked
+// then returns them as the lock found them (an absent row as absent), and
+// another transaction's GetLocked waits for the holder's commit.
+func TestLockAhead(t *testing.T) {
+	dsn := testDSN(t)
+	table := freshTable(t, dsn)
+	a := open(t, dsn, postgres.Options{Table: table})
+	defer a.Close()
+	b := open(t, dsn, postgres.Options{Table: table})
+	defer b.Close()
+	ctx := context.Background()
+	require.NoError(t, a.Update(ctx, func(tx store.Tx) error {
+		return errors.Join(tx.Put("t", []byte("x"), []byte("0")), tx.Put("t", []byte("y"), []byte("0")), tx.Put("u", []byte("z"), []byte("1")))
+	}))
+	holding, release := make(chan struct{}), make(chan struct{})
+	first := make(chan error, 1)
+	go func() {
+		first <- a.UpdateLocked(ctx, func(tx store.Tx) error {
+			l := tx.(store.Locker)
+			if err := l.LockAhead("t", [][]byte{[]byte("y"), []byte("x"), []byte("none")}); err != nil {
+				return err
+			}
+			if _, err := tx.Get("u", []byte("z")); err != nil { // the locks travel with it
+				return err
+			}
+			close(holding)
+			<-release
+			v, err := l.GetLocked("t", []byte("x"))
+			if err != nil || string(v) != "0" {
+				return fmt.Errorf("GetLocked(x) = %q, %v", v, err)
+			}
+			if _, err := l.GetLocked("t", []byte("none")); !errors.Is(err, store.ErrNotFound) {
+				return fmt.Errorf("GetLocked(none): %v, want ErrNotFound", err)
+			}
+			return tx.Put("t", []byte("y"), []byte("1"))
+		})
+	}()
+	<-holding
+	waited := make(chan []byte, 1)
+	go func() {
+		_ = b.UpdateLocked(ctx, func(tx store.Tx) error {
+			v, err := tx.(store.Locker).GetLocked("t", []byte("y"))
+			waited <- v
+			return err
+		})
+	}()
+	select {
+	case v := <-waited:
+		t.Fatalf("GetLocked read %q while LockAhead's transaction held the row", v)
+	case <-time.After(200 * time.Millisecond): // it waits (a wrong answer would come at once)
+	}
+	close(release)
+	require.NoError(t, <-first)
+	require.Equal(t, "1", string(<-waited), "read after the holder committed, as it left the row")
+}

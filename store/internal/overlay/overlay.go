@@ -152,6 +152,9 @@ type prefetchTx struct {
 }
 
 func (t prefetchTx) Prefetch(table string, keys [][]byte) error { return t.p.Prefetch(table, keys) }
+func (t prefetchTx) PrefetchScan(table string, start []byte, limit int) error {
+	return t.p.PrefetchScan(table, start, limit)
+}
 
 type appendTx struct {
 	*Tx
@@ -188,6 +191,10 @@ func (t lockingTx) GetLocked(table string, key []byte) ([]byte, error) {
 	}
 	return t.l.GetLocked(table, key)
 }
+
+// LockAhead passes the hint on: the overlay's writes take their rows'
+// locks at commit anyway.
+func (t lockingTx) LockAhead(table string, keys [][]byte) error { return t.l.LockAhead(table, keys) }
 
 // ScanLocked merges the base's locked rows with the overlay's writes. The
 // base is asked for limit rows beyond those this transaction deleted in

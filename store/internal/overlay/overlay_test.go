@@ -2,6 +2,8 @@ package overlay_test
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/switchboardhq/switchboard/store"
@@ -112,6 +114,11 @@ func (h *hints) Prefetch(table string, keys [][]byte) error {
 	return nil
 }
 
+func (h *hints) PrefetchScan(table string, start []byte, limit int) error {
+	h.got = append(h.got, fmt.Sprintf("%s/%s..%d", table, start, limit))
+	return nil
+}
+
 // Exposed offers Prefetch exactly when the base does, and passes the hints
 // on.
 func TestOverlayExposedPrefetch(t *testing.T) {
@@ -128,8 +135,11 @@ func TestOverlayExposedPrefetch(t *testing.T) {
 		if err := p.Prefetch("t", [][]byte{[]byte("a"), []byte("b")}); err != nil {
 			return err
 		}
-		if len(base.got) != 2 || base.got[0] != "t/a" || base.got[1] != "t/b" {
-			t.Errorf("hints passed on: %v", base.got)
+		if err := p.PrefetchScan("t", []byte("c"), 7); err != nil {
+			return err
+		}
+		if want := []string{"t/a", "t/b", "t/c..7"}; !slices.Equal(base.got, want) {
+			t.Errorf("hints passed on: %v, want %v", base.got, want)
 		}
 		return nil
 	})
