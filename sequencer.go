@@ -131,6 +131,36 @@ func (s *Switchboard) sequence(ctx context.Context) (moved int, other time.Durat
 	// sequencing commit does not wait for a whole batch of them.
 	err = s.updateLocked(store.Alone(ctx), func(t *txn) error {
 		n, held, created = 0, time.Time{}, false
+		if t.locker != nil {
+			// The lease's record and the log's state, locked in the
+			// same round trip as the pending rows' read and before it
+			// (the pass writes both back; see lockLogState). The lock
+			// on the lease is the mutex: a second would-be sequencer
+			// waits on it, so the read below never overlaps another
+			// pass's.
+			if err := t.locker.LockAhead(tMeta, [][]byte{[]byte(sequencerKey), []byte(logStateKey)}); err != nil {
+				return err
+			}
+		}
+		var keys [][]byte
+		var evs []Event
+		var bad error
+		// One statement, so one snapshot: were the rows read in pages
+		// (each its own snapshot in a row-locked transaction), a later
+		// page could hold an event whose cause, with a smaller key,
+		// committed too late for an earlier page.
+		err := t.scanLocked(tPending, nil, nil, sequenceRows, func(k, v []byte) bool {
+			some, err := parsePending(v)
+			if err != nil {
+				bad = fmt.Errorf("pending audit events %x: %w", k, err)
+				return false
+			}
+			keys, evs = append(keys, k), append(evs, some...)
+			return len(evs) < sequenceBatch
+		})
+		if err != nil {
+			return err
+		}
 		holder, until, err := t.sequencerLease()
 		if err != nil {
 			return err
@@ -143,25 +173,6 @@ func (s *Switchboard) sequence(ctx context.Context) (moved int, other time.Durat
 		}
 		if holder != s.seq.id && t.now.Before(until) {
 			return nil // another process sequences
-		}
-		var keys [][]byte
-		var evs []Event
-		var bad error
-		// One statement, so one snapshot: were the rows read in pages
-		// (each its own snapshot in a row-locked transaction), a later
-		// page could hold an event whose cause, with a smaller key,
-		// committed too late for an earlier page.
-		err = t.scanLocked(tPending, nil, nil, sequenceRows, func(k, v []byte) bool {
-			some, err := parsePending(v)
-			if err != nil {
-				bad = fmt.Errorf("pending audit events %x: %w", k, err)
-				return false
-			}
-			keys, evs = append(keys, k), append(evs, some...)
-			return len(evs) < sequenceBatch
-		})
-		if err != nil {
-			return err
 		}
 		if bad != nil {
 			return bad
