@@ -406,11 +406,18 @@ func (s *Switchboard) Events(ctx context.Context, after uint64, limit int) ([]Ev
 	}
 	var out []Event
 	err := s.view(ctx, func(t *txn) error {
+		start := binary.BigEndian.AppendUint64(nil, after+1)
+		if p, ok := t.tx.(store.Prefetcher); ok {
+			// The events travel with the log state's read: one round
+			// trip for a subscription's every wake.
+			if err := p.PrefetchScan(tEvents, start, limit); err != nil {
+				return err
+			}
+		}
 		st, err := t.logState()
 		if err != nil {
 			return err
 		}
-		start := binary.BigEndian.AppendUint64(nil, after+1)
 		var derr error
 		err = t.tx.Scan(tEvents, start, nil, func(k, v []byte) bool {
 			seq := keySeq(k)

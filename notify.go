@@ -107,6 +107,9 @@ func (s *Switchboard) Subscribe(ctx context.Context, after uint64, filter *Event
 	return sub
 }
 
+// followPage is how many events a subscription reads at once.
+const followPage = 256
+
 func (s *Switchboard) follow(ctx context.Context, sub *Subscription, ch chan<- Event, filter *EventFilter) {
 	defer close(sub.done)
 	defer close(ch)
@@ -120,7 +123,7 @@ func (s *Switchboard) follow(ctx context.Context, sub *Subscription, ch chan<- E
 	cursor := sub.Last()
 	for {
 		woken := s.commits.wait(commitsKey) // before reading: no commit is missed
-		evs, err := s.Events(ctx, cursor, 256)
+		evs, err := s.Events(ctx, cursor, followPage)
 		if err != nil {
 			if ctx.Err() != nil {
 				err = ctx.Err()
@@ -146,9 +149,11 @@ func (s *Switchboard) follow(ctx context.Context, sub *Subscription, ch chan<- E
 			sub.last = cursor
 			sub.mu.Unlock()
 		}
-		if len(evs) > 0 {
-			continue
+		if len(evs) == followPage {
+			continue // more may follow at once
 		}
+		// The read reached the log's end: what was sequenced after it
+		// wakes woken (armed before the read).
 		select {
 		case <-ctx.Done():
 			end(ctx.Err())
