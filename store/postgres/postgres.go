@@ -103,6 +103,11 @@ type Options struct {
 	// MaxConns bounds the connection pool (the LISTEN connection is extra).
 	// Zero means 16.
 	MaxConns int32
+	// MinConns is how many connections the pool opens at Open (in the
+	// background) and keeps: a call that finds none idle waits for a new
+	// one, which under load takes tens of milliseconds. Zero means 4 (or
+	// MaxConns if smaller); a negative value means none.
+	MinConns int32
 	// CommitEachUpdate runs every Update in a transaction of its own
 	// instead of grouping concurrent ones (see Group commit).
 	CommitEachUpdate bool
@@ -269,6 +274,13 @@ func Open(ctx context.Context, dsn string, opts *Options) (*Store, error) {
 	if o.MaxConns <= 0 {
 		o.MaxConns = 16
 	}
+	switch {
+	case o.MinConns == 0:
+		o.MinConns = min(4, o.MaxConns)
+	case o.MinConns < 0:
+		o.MinConns = 0
+	}
+	o.MinConns = min(o.MinConns, o.MaxConns)
 	if o.MaxBatch <= 0 {
 		o.MaxBatch = 32
 	}
@@ -279,7 +291,7 @@ func Open(ctx context.Context, dsn string, opts *Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("postgres: parse DSN: %w", err)
 	}
-	cfg.MaxConns = o.MaxConns
+	cfg.MaxConns, cfg.MinConns = o.MaxConns, o.MinConns
 	// Every statement of the store reads by its primary key: one key, a
 	// set of keys (each looked up alone), or a key range in key order. A
 	// partition's plan is made once per connection (see queriesFor),
@@ -376,22 +388,28 @@ func (s *Store) View(ctx context.Context, fn func(store.Tx) error) error {
 	if err != nil {
 		return fmt.Errorf("postgres: view: %w", err)
 	}
-	defer conn.Release()
 	// Once it has started, a transaction is not interrupted by ctx.
 	run := context.WithoutCancel(ctx)
 	// BEGIN travels with the first read, as in Update: one round trip
 	// fewer for every read-only call.
 	rd := &reader{s: s, ctx: run, conn: conn.Conn(), begin: "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", readOnly: true}
-	ferr := fn(rd)
-	if rd.begin != "" {
-		return ferr // nothing was read: no transaction to end
-	}
-	// A read-only transaction commits nothing: ROLLBACK ends it (a
-	// failure leaves the connection broken, and the pool drops it).
-	if _, err := conn.Exec(run, "ROLLBACK"); err != nil && ferr == nil {
-		return fmt.Errorf("postgres: view: %w", err)
-	}
-	return ferr
+	defer func() {
+		if rd.begin != "" { // nothing was read: no transaction to end
+			conn.Release()
+			return
+		}
+		// A read-only transaction commits nothing, and every result fn
+		// saw is read: the caller need not wait for the ROLLBACK that
+		// ends it. The connection goes back to the pool after it (a
+		// failure closes it; Close waits for it).
+		go func() {
+			if _, err := conn.Exec(run, "ROLLBACK"); err != nil {
+				_ = conn.Conn().Close(run)
+			}
+			conn.Release()
+		}()
+	}()
+	return fn(rd)
 }
 
 // Update runs fn in a serializable read-write transaction, grouped with
