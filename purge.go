@@ -192,11 +192,25 @@ func (s *Switchboard) purgeEvents(ctx context.Context, limit int) (int, error) {
 		}
 	}
 	purged := 0
-	err = s.update(ctx, func(t *txn) error {
+	// Row-locked where the store can: the log's state is locked first,
+	// so a sequencing pass (which locks it too) waits for the purge, or
+	// the purge for it, instead of one failing the other's commit. Every
+	// row the purge changes is one no pass touches while it holds that
+	// lock (the oldest events, the tree hashes over them).
+	err = s.updateLocked(ctx, func(t *txn) error {
 		purged = 0
-		st, err := t.logState()
+		st, err := t.lockLogState()
 		if err != nil {
 			return err
+		}
+		if p, ok := t.tx.(store.Prefetcher); ok {
+			keys := make([][]byte, len(evs))
+			for i, e := range evs {
+				keys[i] = be64b(e.Seq)
+			}
+			if err := p.Prefetch(tEvents, keys); err != nil {
+				return err
+			}
 		}
 		oldP, newP := st.Purged, st.Purged
 		for i, e := range evs {
