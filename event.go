@@ -407,7 +407,7 @@ func (s *Switchboard) Events(ctx context.Context, after uint64, limit int) ([]Ev
 	var out []Event
 	err := s.view(ctx, func(t *txn) error {
 		start := binary.BigEndian.AppendUint64(nil, after+1)
-		if p, ok := t.tx.(store.Prefetcher); ok {
+		if p, ok := t.tx.(store.ScanPrefetcher); ok {
 			// The events travel with the log state's read: one round
 			// trip for a subscription's every wake.
 			if err := p.PrefetchScan(tEvents, start, limit); err != nil {

@@ -97,13 +97,15 @@ func (s *Switchboard) sequenceLoop(ctx context.Context) {
 // long that lease still runs.
 //
 // On a store with row locks (store.LockingStore, as PostgreSQL) the pass
-// runs in a row-locked transaction that first locks the lease record:
-// a second would-be sequencer waits on that lock and then sees the lease
-// taken. A serializable pass would also be correct, but it reads the
-// pending range every writer appends to, and PostgreSQL's serializable
-// checks then cancelled about one pass in twenty-five under load (each
-// retried whole, a stall in delivery). Rows appended meanwhile are simply
-// left for the next pass: the pass deletes the rows it read, by key.
+// runs in a row-locked transaction that first locks the lease record and
+// the log's state (in the pending rows' round trip where the store is a
+// store.AheadLocker): a second would-be sequencer waits on those locks and
+// then sees the lease taken. A serializable pass would also be correct,
+// but it reads the pending range every writer appends to, and
+// PostgreSQL's serializable checks then cancelled about one pass in
+// twenty-five under load (each retried whole, a stall in delivery). Rows
+// appended meanwhile are simply left for the next pass: the pass deletes
+// the rows it read, by key.
 func (s *Switchboard) sequence(ctx context.Context) (moved int, other time.Duration, err error) {
 	// Look first in a read-only snapshot: a process that does not hold
 	// the lease then writes nothing and reads nothing in a write
@@ -132,13 +134,19 @@ func (s *Switchboard) sequence(ctx context.Context) (moved int, other time.Durat
 	err = s.updateLocked(store.Alone(ctx), func(t *txn) error {
 		n, held, created = 0, time.Time{}, false
 		if t.locker != nil {
-			// The lease's record and the log's state, locked in the
-			// same round trip as the pending rows' read and before it
-			// (the pass writes both back; see lockLogState). The lock
-			// on the lease is the mutex: a second would-be sequencer
-			// waits on it, so the read below never overlaps another
-			// pass's.
-			if err := t.locker.LockAhead(tMeta, [][]byte{[]byte(sequencerKey), []byte(logStateKey)}); err != nil {
+			// Lock the lease's record and the log's state (the pass
+			// writes both back; see lockLogState) before the pending
+			// rows are read: a second would-be sequencer waits on these
+			// locks, so no two passes' reads overlap. With LockAhead the
+			// locks travel with that read, in one round trip; a process
+			// that then finds the lease another's has locked the rows
+			// it read for nothing, until its transaction ends at once.
+			if al, ok := t.locker.(store.AheadLocker); ok {
+				err := al.LockAhead(tMeta, [][]byte{[]byte(sequencerKey), []byte(logStateKey)})
+				if err != nil {
+					return err
+				}
+			} else if _, _, err := t.sequencerLease(); err != nil {
 				return err
 			}
 		}
@@ -166,7 +174,7 @@ func (s *Switchboard) sequence(ctx context.Context) (moved int, other time.Durat
 			return err
 		}
 		if t.locker != nil && until.IsZero() {
-			// No lease record, so nothing locked: two processes could
+			// No lease record, so no lease locked: two processes could
 			// both go on. Write a free one; the next pass locks it.
 			created = true
 			return t.tx.Put(tMeta, []byte(sequencerKey), encodeLease("", time.Unix(0, 0)))

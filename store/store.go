@@ -171,12 +171,17 @@ type Locker interface {
 	// and waiting for a transaction that holds it; it returns the row as
 	// that one left it.
 	GetLocked(table string, key []byte) ([]byte, error)
-	// LockAhead(table, keys) says the transaction will GetLocked those
-	// keys: a store whose reads are round trips may lock them all with
-	// its next read, before that read (so a scan that follows sees what
-	// was committed once the locks were held). GetLocked of one of them
-	// then returns the row as that lock found it. The rows are locked
-	// for the rest of the transaction whether or not GetLocked follows.
+}
+
+// AheadLocker is implemented by a Locker whose reads are round trips:
+// LockAhead(table, keys) locks those rows (in a row-locked transaction;
+// elsewhere it may do nothing) with the transaction's next read, before
+// that read, so a scan that follows sees what was committed once the
+// locks were held — and the locks cost no round trip of their own.
+// GetLocked of one of them then returns the row as that lock found it.
+// The rows stay locked for the rest of the transaction whether or not
+// GetLocked follows; if no read follows, nothing is locked.
+type AheadLocker interface {
 	LockAhead(table string, keys [][]byte) error
 }
 
@@ -210,15 +215,23 @@ type Appender interface {
 }
 
 // Prefetcher is implemented by the Tx of a store whose reads are round
-// trips (a database server). Its hints change no result — a read
-// afterwards returns exactly what it would have returned without them.
+// trips (a database server): Prefetch(table, keys) is a hint that the
+// transaction is about to Get those keys, so the store may fetch them in
+// one round trip. A hint changes no result: a Get afterwards returns
+// what it would have returned had it read when the hint's round trip
+// did (in a snapshot, exactly what it would have returned; in
+// UpdateLocked's transaction, which sees each read's latest commits, the
+// rows as they were then).
 type Prefetcher interface {
-	// Prefetch(table, keys) is a hint that the transaction is about to
-	// Get those keys, so the store may fetch them in one round trip.
 	Prefetch(table string, keys [][]byte) error
-	// PrefetchScan(table, start, limit) is a hint that the transaction
-	// will Scan table from start and read about limit rows: the store
-	// may fetch them with its next read, in the same round trip.
+}
+
+// ScanPrefetcher is implemented by a Prefetcher that can read a range
+// ahead too: PrefetchScan(table, start, limit) is a hint that the
+// transaction will Scan table from start and read about limit rows, so
+// the store may fetch them with its next read, in the same round trip.
+// Like Prefetch's, the hint changes no result.
+type ScanPrefetcher interface {
 	PrefetchScan(table string, start []byte, limit int) error
 }
 

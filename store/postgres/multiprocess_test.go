@@ -730,15 +730,15 @@ func TestSequencerChangesHandsBackAndForth(t *testing.T) {
 	}
 }
 
-// Reap purges old events while the sequencer adds new ones, in another
-// Switchboard on the same table: the purge's move of the log's start and
-// the sequencer's of its end both land (neither overwrites the other's),
-// and the log verifies.
+// Reap purges old events while the sequencer adds new ones, from a second
+// Switchboard on the same store (whichever of the two sequences, its
+// passes race the purges): the purge's move of the log's start and the
+// sequencer's of its end both land (neither overwrites the other's), and
+// the log verifies.
 func TestPurgeWhileSequencing(t *testing.T) {
 	d := newDeployment(t, switchboard.Quotas{}, 20*time.Millisecond)
 	_, friend, _ := d.friend()
-	reaper, err := switchboard.New(d.st, &switchboard.Config{Issuers: []switchboard.Issuer{d.iss.Config()}, EventRetention: time.Millisecond,
-		SequencerLease: time.Hour}) // never the sequencer: d.sb holds the lease
+	reaper, err := switchboard.New(d.st, &switchboard.Config{Issuers: []switchboard.Issuer{d.iss.Config()}, EventRetention: time.Millisecond})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = reaper.Close() })
 	ctx := context.Background()
@@ -768,4 +768,73 @@ func TestPurgeWhileSequencing(t *testing.T) {
 	require.Positive(t, purged)
 	_, err = reaper.VerifyAudit(ctx)
 	require.NoError(t, err)
+}
+
+// withoutLockAhead is the PostgreSQL store as a store would be that has row
+// locks but not store.AheadLocker: its locked transactions offer what
+// switchboard uses (Locker, Appender, Prefetcher, Notifier) and no more.
+type withoutLockAhead struct{ *postgres.Store }
+
+func (s withoutLockAhead) UpdateLocked(ctx context.Context, fn func(store.Tx) error) error {
+	return s.Store.UpdateLocked(ctx, func(tx store.Tx) error { return fn(plainLocker{tx}) })
+}
+
+type plainLocker struct{ store.Tx }
+
+func (t plainLocker) ScanLocked(table string, start, end []byte, limit int, fn func(k, v []byte) bool) error {
+	return t.Tx.(store.Locker).ScanLocked(table, start, end, limit, fn)
+}
+func (t plainLocker) GetLocked(table string, key []byte) ([]byte, error) {
+	return t.Tx.(store.Locker).GetLocked(table, key)
+}
+func (t plainLocker) Append(table string, value []byte) error {
+	return t.Tx.(store.Appender).Append(table, value)
+}
+func (t plainLocker) Sequence() (uint64, error) { return t.Tx.(store.Appender).Sequence() }
+func (t plainLocker) Prefetch(table string, keys [][]byte) error {
+	return t.Tx.(store.Prefetcher).Prefetch(table, keys)
+}
+func (t plainLocker) Notify(key string) { t.Tx.(store.Notifier).Notify(key) }
+
+// On a store whose locked transactions cannot lock ahead, the sequencer
+// locks the lease before it reads the pending events (a round trip of its
+// own): two Switchboards sequencing in turn still log every event once,
+// without a gap.
+func TestSequencerWithoutLockAhead(t *testing.T) {
+	d := newDeployment(t, switchboard.Quotas{}, 20*time.Millisecond)
+	_, friend, _ := d.friend()
+	require.NoError(t, d.sb.Close())
+	st := withoutLockAhead{d.st}
+	var sbs []*switchboard.Switchboard
+	for range 2 {
+		s, err := switchboard.New(st, &switchboard.Config{Issuers: []switchboard.Issuer{d.iss.Config()}, SequencerLease: 50 * time.Millisecond, PollInterval: 10 * time.Millisecond})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = s.Close() })
+		sbs = append(sbs, s)
+	}
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	errs := make([]error, 4)
+	for w := range errs {
+		wg.Go(func() {
+			for i := range 50 {
+				if _, _, errs[w] = sbs[w%2].CreateFor(ctx, friend, "inbox", switchboard.NewTodo{Kind: "k", DedupKey: fmt.Sprintf("%d-%d", w, i)}); errs[w] != nil {
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	require.NoError(t, errors.Join(errs...))
+	rep := sequenced(t, sbs[0], d.st)
+	evs, err := sbs[1].Events(ctx, 0, int(rep.Last)+1)
+	require.NoError(t, err)
+	created := 0
+	for i, e := range evs {
+		require.Equal(t, uint64(i+1), e.Seq, "gapless")
+		if e.Type == switchboard.EventTodoCreated && e.Queue == "bob-desk/inbox" {
+			created++
+		}
+	}
+	require.Equal(t, 200, created, "every creation logged once")
 }

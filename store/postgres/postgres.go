@@ -104,9 +104,10 @@ type Options struct {
 	// Zero means 16.
 	MaxConns int32
 	// MinConns is how many connections the pool opens at Open (in the
-	// background) and keeps: a call that finds none idle waits for a new
-	// one, which under load takes tens of milliseconds. Zero means 4 (or
-	// MaxConns if smaller); a negative value means none.
+	// background) and keeps open, at most MaxConns: a call that finds no
+	// idle connection waits for a new one, which under load takes tens of
+	// milliseconds. Zero means the DSN's pool_min_conns if it sets one,
+	// else 4; a negative value means none.
 	MinConns int32
 	// CommitEachUpdate runs every Update in a transaction of its own
 	// instead of grouping concurrent ones (see Group commit).
@@ -274,13 +275,6 @@ func Open(ctx context.Context, dsn string, opts *Options) (*Store, error) {
 	if o.MaxConns <= 0 {
 		o.MaxConns = 16
 	}
-	switch {
-	case o.MinConns == 0:
-		o.MinConns = min(4, o.MaxConns)
-	case o.MinConns < 0:
-		o.MinConns = 0
-	}
-	o.MinConns = min(o.MinConns, o.MaxConns)
 	if o.MaxBatch <= 0 {
 		o.MaxBatch = 32
 	}
@@ -291,6 +285,15 @@ func Open(ctx context.Context, dsn string, opts *Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("postgres: parse DSN: %w", err)
 	}
+	switch {
+	case o.MinConns == 0 && cfg.MinConns > 0: // the DSN's pool_min_conns
+		o.MinConns = cfg.MinConns
+	case o.MinConns == 0:
+		o.MinConns = 4
+	case o.MinConns < 0:
+		o.MinConns = 0
+	}
+	o.MinConns = min(o.MinConns, o.MaxConns)
 	cfg.MaxConns, cfg.MinConns = o.MaxConns, o.MinConns
 	// Every statement of the store reads by its primary key: one key, a
 	// set of keys (each looked up alone), or a key range in key order. A
@@ -846,6 +849,9 @@ func (r *reader) query(sql string, args ...any) (rows pgx.Rows, end func() error
 		}
 	}()
 	none := func() error { return nil }
+	if sql == "" && r.begin == "" && len(r.queued) == 0 {
+		return nil, none, nil // nothing to send
+	}
 	if r.begin == "" && len(r.queued) == 0 {
 		rows, err = r.conn.Query(r.ctx, sql, args...)
 		return rows, none, err
@@ -1055,7 +1061,7 @@ func (r *reader) Scan(table string, start, end []byte, fn func(k, v []byte) bool
 	}
 }
 
-// PrefetchScan is store.Prefetcher's: the range's first limit rows (at
+// PrefetchScan is store.ScanPrefetcher's: the range's first limit rows (at
 // most 1024) are read with the transaction's next round trip — the next
 // Get's, say, or else the Scan's — and the Scan from start returns them
 // before it reads on.
@@ -1080,7 +1086,7 @@ func (r *reader) PrefetchScan(table string, start []byte, limit int) error {
 	return nil
 }
 
-// LockAhead is store.Locker's: in a row-locked transaction the rows are
+// LockAhead is store.AheadLocker's: in a row-locked transaction the rows are
 // locked, in key order, with the transaction's next round trip, and
 // GetLocked returns them as the lock found them. Elsewhere it does
 // nothing (GetLocked is a plain Get there).
@@ -1109,7 +1115,8 @@ func (r *reader) LockAhead(table string, keys [][]byte) error {
 				r.gets = map[string][]byte{}
 			}
 			for _, k := range want {
-				r.lockedGets[table+"\x00"+string(k)] = nil // absent unless found below
+				mk := table + "\x00" + string(k)
+				r.lockedGets[mk], r.gets[mk] = nil, nil // absent unless found below
 			}
 			for _, row := range rows {
 				mk := table + "\x00" + string(row[0])

@@ -268,49 +268,6 @@ func TestLockedReads(t *testing.T) {
 	require.Equal(t, "1", string(<-waited), "read after the holder committed, as it left the row")
 }
 
-// A bounded ScanLocked reads the first rows of a range at one instant
-// (store.Locker's contract, which the audit log's sequencer relies on): a
-// row committed while fn runs is not returned, whatever its key, and every
-// row committed before the scan with a key below its last is.
-func TestBoundedScanLockedIsOneSnapshot(t *testing.T) {
-	dsn := testDSN(t)
-	table := freshTable(t, dsn)
-	a := open(t, dsn, postgres.Options{Table: table})
-	defer a.Close()
-	b := open(t, dsn, postgres.Options{Table: table})
-	defer b.Close()
-	ctx := context.Background()
-	key := func(i int) []byte { return []byte(fmt.Sprintf("k%03d", i)) }
-	require.NoError(t, a.Update(ctx, func(tx store.Tx) error {
-		for i := 10; i < 400; i += 10 { // 39 rows: more than one page of 16
-			if err := tx.Put("t", key(i), []byte("0")); err != nil {
-				return err
-			}
-		}
-		return nil
-	}))
-	var got []string
-	require.NoError(t, a.UpdateLocked(ctx, func(tx store.Tx) error {
-		got = nil
-		return tx.(store.Locker).ScanLocked("t", nil, nil, 100, func(k, _ []byte) bool {
-			if len(got) == 0 {
-				// Committed after the scan began: one key below every
-				// row still to come, one past them all.
-				require.NoError(t, b.Update(ctx, func(tx store.Tx) error {
-					return errors.Join(tx.Put("t", key(15), []byte("late")), tx.Put("t", key(395), []byte("late")))
-				}))
-			}
-			got = append(got, string(k))
-			return true
-		})
-	}))
-	var want []string
-	for i := 10; i < 400; i += 10 {
-		want = append(want, string(key(i)))
-	}
-	require.Equal(t, want, got, "the rows as they were when the scan began, no later one")
-}
-
 // PrefetchScan is only a hint too: a Scan after it returns what it would
 // have — past the announced rows, within its end, merged with the
 // transaction's own writes — and the hint travels with the next read.
@@ -339,7 +296,7 @@ func TestPrefetchScanChangesNoResult(t *testing.T) {
 		return nil
 	}))
 	require.NoError(t, st.View(ctx, func(tx store.Tx) error {
-		p := tx.(store.Prefetcher)
+		p := tx.(store.ScanPrefetcher)
 		require.NoError(t, p.PrefetchScan("t", key(5), 10))
 		require.NoError(t, p.PrefetchScan("t", key(40), 100))
 		v, err := tx.Get("u", []byte("x")) // the hints travel with it
@@ -355,7 +312,7 @@ func TestPrefetchScanChangesNoResult(t *testing.T) {
 	require.NoError(t, st.Update(ctx, func(tx store.Tx) error {
 		require.NoError(t, tx.Delete("t", key(6)))
 		require.NoError(t, tx.Put("t", key(7), []byte("new")))
-		require.NoError(t, tx.(store.Prefetcher).PrefetchScan("t", key(5), 3))
+		require.NoError(t, tx.(store.ScanPrefetcher).PrefetchScan("t", key(5), 3))
 		got := scan(tx, key(5), key(10))
 		require.Equal(t, []string{"k005", "k007", "k008", "k009"}, got, "own writes merged")
 		return nil
@@ -381,7 +338,7 @@ func TestLockAhead(t *testing.T) {
 	go func() {
 		first <- a.UpdateLocked(ctx, func(tx store.Tx) error {
 			l := tx.(store.Locker)
-			if err := l.LockAhead("t", [][]byte{[]byte("y"), []byte("x"), []byte("none")}); err != nil {
+			if err := tx.(store.AheadLocker).LockAhead("t", [][]byte{[]byte("y"), []byte("x"), []byte("none")}); err != nil {
 				return err
 			}
 			if _, err := tx.Get("u", []byte("z")); err != nil { // the locks travel with it
@@ -399,7 +356,11 @@ func TestLockAhead(t *testing.T) {
 			return tx.Put("t", []byte("y"), []byte("1"))
 		})
 	}()
-	<-holding
+	select {
+	case <-holding:
+	case err := <-first:
+		t.Fatalf("the locking transaction ended early: %v", err)
+	}
 	waited := make(chan []byte, 1)
 	go func() {
 		_ = b.UpdateLocked(ctx, func(tx store.Tx) error {

@@ -18,6 +18,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -608,6 +609,83 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store, opts ...Option) 
 			}
 			return nil
 		})
+	})
+
+	// store.LockingStore, for the stores that offer it: a bounded
+	// ScanLocked reads its rows at one instant (a row committed while fn
+	// runs is not returned, whatever its key), and LockAhead's rows read
+	// back through GetLocked as they were, an absent one as absent.
+	t.Run("LockingStore", func(t *testing.T) {
+		s := open(t)
+		ls, ok := s.(store.LockingStore)
+		if !ok {
+			t.Skip("backend does not offer store.LockingStore")
+		}
+		key := func(i int) []byte { return fmt.Appendf(nil, "k%03d", i) }
+		var want []string
+		mustUpdate(t, s, func(tx store.Tx) error {
+			for i := 10; i < 400; i += 10 { // 39 rows: more than a small page
+				want = append(want, string(key(i)))
+				if err := tx.Put("t", key(i), []byte("0")); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		var got []string
+		runs := 0
+		err := ls.UpdateLocked(ctx, func(tx store.Tx) error {
+			got, runs = nil, runs+1
+			l, ok := tx.(store.Locker)
+			if !ok {
+				return errors.New("UpdateLocked's Tx is no store.Locker")
+			}
+			var late error
+			err := l.ScanLocked("t", nil, nil, 100, func(k, _ []byte) bool {
+				if len(got) == 0 && runs == 1 {
+					// Committed after the scan began: one key below
+					// every row still to come, one past them all.
+					late = s.Update(ctx, func(tx store.Tx) error {
+						return errors.Join(tx.Put("t", key(15), []byte("late")), tx.Put("t", key(395), []byte("late")))
+					})
+				}
+				got = append(got, string(k))
+				return late == nil
+			})
+			return errors.Join(err, late)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if runs > 1 { // run again (a serializable store's retry): the late rows were there before it began
+			want = append(want, string(key(395)))
+			want = slices.Insert(want, 1, string(key(15)))
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("bounded ScanLocked read %q, want the rows as they were when it began, %q", got, want)
+		}
+		err = ls.UpdateLocked(ctx, func(tx store.Tx) error {
+			al, ok := tx.(store.AheadLocker)
+			if !ok {
+				return nil // optional
+			}
+			if err := al.LockAhead("t", [][]byte{key(20), key(10), []byte("none")}); err != nil {
+				return err
+			}
+			l := tx.(store.Locker)
+			for _, k := range [][]byte{key(10), key(20)} {
+				if v, err := l.GetLocked("t", k); err != nil || string(v) != "0" {
+					return fmt.Errorf("GetLocked(%s) after LockAhead = %q, %v", k, v, err)
+				}
+			}
+			if _, err := l.GetLocked("t", []byte("none")); !errors.Is(err, store.ErrNotFound) {
+				return fmt.Errorf("GetLocked(none) after LockAhead: %v, want ErrNotFound", err)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
 	})
 }
 

@@ -125,15 +125,19 @@ func (t *Tx) merge(table string, start, end []byte, fn func(k, v []byte) bool, s
 }
 
 // Exposed returns the Tx to hand a function: t itself, or t with the
-// optional capabilities of the base — a Prefetch that passes hints on
-// (store.Prefetcher), an Append buffered until Apply and a Sequence that
-// asks the base (store.Appender) — so a function sees a capability exactly
-// when it does something.
+// optional capabilities of the base — a Prefetch (and PrefetchScan) that
+// passes hints on (store.Prefetcher), an Append buffered until Apply and a
+// Sequence that asks the base (store.Appender), locked reads merged with
+// the overlay's writes (store.Locker) and LockAhead (store.AheadLocker) —
+// so a function sees a capability exactly when it does something.
 func (t *Tx) Exposed() store.Tx {
 	p, isP := t.base.(store.Prefetcher)
 	a, isA := t.base.(store.Appender)
 	l, isL := t.base.(store.Locker)
+	al, isAL := t.base.(store.AheadLocker)
 	switch {
+	case isP && isA && isL && isAL:
+		return lockingAheadTx{lockingTx{prefetchAppendTx{prefetchTx{t, p}, a}, l}, al}
 	case isP && isA && isL:
 		return lockingTx{prefetchAppendTx{prefetchTx{t, p}, a}, l}
 	case isP && isA:
@@ -152,8 +156,14 @@ type prefetchTx struct {
 }
 
 func (t prefetchTx) Prefetch(table string, keys [][]byte) error { return t.p.Prefetch(table, keys) }
+
+// PrefetchScan passes the hint on if the base takes it (it changes no
+// result, so dropping it is correct too).
 func (t prefetchTx) PrefetchScan(table string, start []byte, limit int) error {
-	return t.p.PrefetchScan(table, start, limit)
+	if sp, ok := t.p.(store.ScanPrefetcher); ok {
+		return sp.PrefetchScan(table, start, limit)
+	}
+	return nil
 }
 
 type appendTx struct {
@@ -192,9 +202,16 @@ func (t lockingTx) GetLocked(table string, key []byte) ([]byte, error) {
 	return t.l.GetLocked(table, key)
 }
 
-// LockAhead passes the hint on: the overlay's writes take their rows'
-// locks at commit anyway.
-func (t lockingTx) LockAhead(table string, keys [][]byte) error { return t.l.LockAhead(table, keys) }
+// lockingAheadTx adds the base's store.AheadLocker: the overlay's writes
+// take their rows' locks at commit anyway.
+type lockingAheadTx struct {
+	lockingTx
+	al store.AheadLocker
+}
+
+func (t lockingAheadTx) LockAhead(table string, keys [][]byte) error {
+	return t.al.LockAhead(table, keys)
+}
 
 // ScanLocked merges the base's locked rows with the overlay's writes. The
 // base is asked for limit rows beyond those this transaction deleted in

@@ -135,7 +135,7 @@ func TestOverlayExposedPrefetch(t *testing.T) {
 		if err := p.Prefetch("t", [][]byte{[]byte("a"), []byte("b")}); err != nil {
 			return err
 		}
-		if err := p.PrefetchScan("t", []byte("c"), 7); err != nil {
+		if err := p.(store.ScanPrefetcher).PrefetchScan("t", []byte("c"), 7); err != nil {
 			return err
 		}
 		if want := []string{"t/a", "t/b", "t/c..7"}; !slices.Equal(base.got, want) {
