@@ -6,12 +6,24 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 )
 
 // snapshotHead is how much of the start of the bbolt file Snapshot compares
 // before and after copying: it holds both meta pages for any page size up
 // to 64 KiB, and every commit rewrites one of them.
 const snapshotHead = 128 << 10
+
+// snapshotBudget is how long Snapshot keeps trying for a copy no
+// checkpoint lands in.
+var snapshotBudget = 10 * time.Second
+
+// ErrSnapshotBusy is returned by Snapshot when a checkpoint landed during
+// every copy it took for as long as it tried: the store's owner writes
+// faster than the files can be copied between two of its checkpoints (a
+// larger Options.CheckpointBytes spaces them further). Nothing was left
+// at dst; try again later.
+var ErrSnapshotBusy = errors.New("the store checkpointed during every copy")
 
 // Snapshot copies the store at path — which another process may hold open
 // and be writing — to dst as a plain bbolt file holding a consistent state
@@ -25,13 +37,16 @@ const snapshotHead = 128 << 10
 // overwrites the pages the latest commit reaches, so the copy is that
 // commit's state, and the log copied after it holds every record since.
 // The copy's log is then replayed into it, as Open does after a crash. If
-// checkpoints keep landing during the copy, it tries again, up to 20 times.
-// dst must not exist.
+// a checkpoint lands during a copy, it waits for the next one to land and
+// copies again at once (the most time before the one after), for up to
+// ten seconds, then returns ErrSnapshotBusy. dst must not exist.
 func Snapshot(path, dst string) error {
 	if _, err := os.Stat(dst); !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("bolt: snapshot: %s exists", dst)
 	}
-	for range 20 {
+	deadline := time.Now().Add(snapshotBudget)
+	for copies := 1; ; copies++ {
+		began := time.Now()
 		ok, err := snapshotOnce(path, dst)
 		if err != nil {
 			removeSnapshot(dst)
@@ -46,8 +61,31 @@ func Snapshot(path, dst string) error {
 			return s.Close() // checkpoints it: a plain bbolt file
 		}
 		removeSnapshot(dst)
+		if time.Now().After(deadline) {
+			return fmt.Errorf("bolt: snapshot %s: %w (%d copies)", path, ErrSnapshotBusy, copies)
+		}
+		if err := nextCheckpoint(path, 2*time.Since(began)); err != nil {
+			return fmt.Errorf("bolt: snapshot %s: %w", path, err)
+		}
 	}
-	return fmt.Errorf("bolt: snapshot %s: the store checkpointed during each of 20 copies", path)
+}
+
+// nextCheckpoint waits until the start of the bbolt file at path changes
+// (a commit: a checkpoint landed, and the next is furthest off), or for
+// quiet if none does (the writes may have stopped).
+func nextCheckpoint(path string, quiet time.Duration) error {
+	head, err := readHead(path)
+	if err != nil {
+		return err
+	}
+	for end := time.Now().Add(max(quiet, time.Millisecond)); time.Now().Before(end); {
+		time.Sleep(100 * time.Microsecond)
+		now, err := readHead(path)
+		if err != nil || !bytes.Equal(head, now) {
+			return err
+		}
+	}
+	return nil
 }
 
 func removeSnapshot(dst string) {
