@@ -250,10 +250,19 @@ func TestLockedReads(t *testing.T) {
 		return tx.(store.Locker).ScanLocked("t", nil, nil, 0, func(k, _ []byte) bool { got = append(got, string(k)); return true })
 	}))
 	require.Equal(t, []string{"b", "c"}, got, "a row another transaction locked is skipped")
+	requireLockWaits(t, b, "a", func() { release <- struct{}{} }, first)
+}
+
+// requireLockWaits checks that GetLocked of key in a transaction of st
+// waits while another holds the row: no answer after 200 ms; once release
+// lets the holder commit (first says how that went), the row as the holder
+// left it ("1").
+func requireLockWaits(t *testing.T, st *postgres.Store, key string, release func(), first <-chan error) {
+	t.Helper()
 	waited := make(chan []byte, 1)
 	go func() {
-		_ = b.UpdateLocked(ctx, func(tx store.Tx) error {
-			v, err := tx.(store.Locker).GetLocked("t", []byte("a"))
+		_ = st.UpdateLocked(context.Background(), func(tx store.Tx) error {
+			v, err := tx.(store.Locker).GetLocked("t", []byte(key))
 			waited <- v
 			return err
 		})
@@ -263,7 +272,7 @@ func TestLockedReads(t *testing.T) {
 		t.Fatalf("GetLocked read %q while another transaction held the row", v)
 	case <-time.After(200 * time.Millisecond): // it waits (a wrong answer would come at once)
 	}
-	release <- struct{}{}
+	release()
 	require.NoError(t, <-first)
 	require.Equal(t, "1", string(<-waited), "read after the holder committed, as it left the row")
 }
@@ -361,20 +370,5 @@ func TestLockAhead(t *testing.T) {
 	case err := <-first:
 		t.Fatalf("the locking transaction ended early: %v", err)
 	}
-	waited := make(chan []byte, 1)
-	go func() {
-		_ = b.UpdateLocked(ctx, func(tx store.Tx) error {
-			v, err := tx.(store.Locker).GetLocked("t", []byte("y"))
-			waited <- v
-			return err
-		})
-	}()
-	select {
-	case v := <-waited:
-		t.Fatalf("GetLocked read %q while LockAhead's transaction held the row", v)
-	case <-time.After(200 * time.Millisecond): // it waits (a wrong answer would come at once)
-	}
-	close(release)
-	require.NoError(t, <-first)
-	require.Equal(t, "1", string(<-waited), "read after the holder committed, as it left the row")
+	requireLockWaits(t, b, "y", func() { close(release) }, first)
 }
