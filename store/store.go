@@ -46,14 +46,16 @@
 //     to every process sharing the store, so blocked claims and
 //     subscriptions in other processes wake at once instead of at their
 //     next poll. The PostgreSQL store offers both (LISTEN/NOTIFY).
-//   - [Prefetcher] (on the Tx): a hint that some keys are about to be read,
-//     for a backend whose reads are round trips to a server.
+//   - [Prefetcher] and [ScanPrefetcher] (on the Tx): hints that some keys,
+//     or the first rows of a range, are about to be read, for a backend
+//     whose reads are round trips to a server.
 //   - [LockingStore] (on the Store) and [Locker] (on its Tx): a write
 //     transaction that is not serializable but protected by the row locks
 //     it takes, skipping rows others hold — how a queue on a database
 //     claims work without conflicting with every other claimer (SELECT …
 //     FOR UPDATE SKIP LOCKED). switchboard claims through it when present.
-//     The PostgreSQL store offers it.
+//     The PostgreSQL store offers it, and [AheadLocker] (rows locked with
+//     the transaction's next read, not in a round trip of their own).
 //   - [Appender] (on the Tx): keys assigned by the store at commit and
 //     numbers unique across processes, for a backend whose write
 //     transactions run concurrently: switchboard then takes no counter
