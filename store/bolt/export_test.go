@@ -9,3 +9,6 @@ func SetSnapshotBudget(d time.Duration) time.Duration {
 	snapshotBudget = d
 	return old
 }
+
+// MetaSpan is metaSpan, for tests.
+var MetaSpan = metaSpan

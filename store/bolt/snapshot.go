@@ -2,6 +2,7 @@ package bolt
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -78,14 +79,31 @@ func nextCheckpoint(path string, quiet time.Duration) error {
 	if err != nil {
 		return err
 	}
+	head = head[:min(len(head), metaSpan(head))] // the part polled
 	for end := time.Now().Add(max(quiet, time.Millisecond)); time.Now().Before(end); {
-		time.Sleep(100 * time.Microsecond)
-		now, err := readHead(path)
+		time.Sleep(200 * time.Microsecond)
+		now, err := readPrefix(path, len(head))
 		if err != nil || !bytes.Equal(head, now) {
 			return err
 		}
 	}
 	return nil
+}
+
+// metaSpan is how much of the start of a bbolt file holds its two meta
+// pages: twice the page size its first meta page records (bbolt writes it
+// in the machine's byte order: little-endian here, or the check fails), or
+// all of head if that does not read as a bbolt meta page.
+func metaSpan(head []byte) int {
+	const magic = 0xED0CDAED // bbolt's, after the 16-byte page header
+	if len(head) < 28 || binary.LittleEndian.Uint32(head[16:]) != magic {
+		return len(head)
+	}
+	ps := int(binary.LittleEndian.Uint32(head[24:]))
+	if ps < 512 || ps > snapshotHead/2 || ps&(ps-1) != 0 {
+		return len(head)
+	}
+	return 2 * ps
 }
 
 func removeSnapshot(dst string) {
@@ -116,18 +134,21 @@ func snapshotOnce(path, dst string) (bool, error) {
 	return err == nil && bytes.Equal(before, after), err
 }
 
-func readHead(path string) ([]byte, error) {
+func readHead(path string) ([]byte, error) { return readPrefix(path, snapshotHead) }
+
+// readPrefix reads up to n bytes from the start of the file at path.
+func readPrefix(path string, n int) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	b := make([]byte, snapshotHead)
-	n, err := io.ReadFull(f, b)
+	b := make([]byte, n)
+	got, err := io.ReadFull(f, b)
 	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) {
 		return nil, err
 	}
-	return b[:n], nil
+	return b[:got], nil
 }
 
 func copyFile(src, dst string) error {

@@ -98,3 +98,27 @@ func TestSnapshotOfALiveStore(t *testing.T) {
 	}
 	t.Logf("%d of 15 snapshots taken; %d writes", taken, acked.Load())
 }
+
+// Snapshot polls only the two meta pages of a bbolt file while it waits
+// for a checkpoint: twice the page size the first records.
+func TestSnapshotPollsTheMetaPages(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s.db")
+	s, err := bolt.Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	head, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := bolt.MetaSpan(head), 2*os.Getpagesize(); got != want {
+		t.Fatalf("meta span of a fresh bbolt file: %d, want %d (two pages)", got, want)
+	}
+	garbage := make([]byte, 4096)
+	if got := bolt.MetaSpan(garbage); got != len(garbage) {
+		t.Fatalf("meta span of a file that is no bbolt file: %d, want all %d bytes", got, len(garbage))
+	}
+}
