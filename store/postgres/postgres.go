@@ -1096,14 +1096,15 @@ func (r *reader) LockAhead(table string, keys [][]byte) error {
 	}
 	var want [][]byte
 	for _, k := range keys {
-		if _, ok := r.lockedGets[table+"\x00"+string(k)]; !ok && !slices.ContainsFunc(want, func(w []byte) bool { return bytes.Equal(w, k) }) {
+		if _, ok := r.lockedGets[table+"\x00"+string(k)]; !ok {
 			want = append(want, bytes.Clone(k))
 		}
 	}
+	slices.SortFunc(want, bytes.Compare) // one order for every transaction: no deadlock between two
+	want = slices.CompactFunc(want, bytes.Equal)
 	if len(want) == 0 {
 		return nil
 	}
-	slices.SortFunc(want, bytes.Compare) // one order for every transaction: no deadlock between two
 	r.queued = append(r.queued, queuedRead{
 		sql:  r.s.queriesFor(table).getManyLocked,
 		args: []any{table, want},
@@ -1204,13 +1205,14 @@ const lockAhead = 16
 
 // ScanLocked is store.Locker's: rows locked with FOR UPDATE SKIP LOCKED,
 // the first limit rows of a range in one statement (with no limit, in
-// pages of 16 rows first, growing). The rows a transaction locked in a range are read again from
-// memory by its later scans of the range (the rows are its own until it
-// ends; the overlays above hide those it deleted), and only what lies past
-// them is fetched — at least lockAhead rows at a time, so that the claims
-// of one batch, each taking the first ready row the ones before it left,
-// cost one round trip per lockAhead claims rather than one each. In a
-// serializable transaction it is a plain Scan.
+// pages of 16 rows first, growing). The rows a transaction locked in a
+// range are read again from memory by its later scans of the range (the
+// rows are its own until it ends; the overlays above hide those it
+// deleted), and only what lies past them is fetched — at least lockAhead
+// rows at a time, so that the claims of one batch, each taking the first
+// ready row the ones before it left, cost one round trip per lockAhead
+// claims rather than one each. In a serializable transaction it is a
+// plain Scan.
 func (r *reader) ScanLocked(table string, start, end []byte, limit int, fn func(k, v []byte) bool) error {
 	if !r.locking {
 		n := 0

@@ -206,16 +206,24 @@ func TestWatchResyncsAfterReconnect(t *testing.T) {
 	}
 }
 
+// twoStores opens two stores on one fresh table, as two processes would,
+// closed when the test ends.
+func twoStores(t *testing.T) (a, b *postgres.Store) {
+	t.Helper()
+	dsn := testDSN(t)
+	table := freshTable(t, dsn)
+	a = open(t, dsn, postgres.Options{Table: table})
+	t.Cleanup(func() { _ = a.Close() })
+	b = open(t, dsn, postgres.Options{Table: table})
+	t.Cleanup(func() { _ = b.Close() })
+	return a, b
+}
+
 // UpdateLocked's reads lock: a row one transaction scanned is skipped by
 // another's ScanLocked, and another's GetLocked waits for it and then
 // reads what the first committed.
 func TestLockedReads(t *testing.T) {
-	dsn := testDSN(t)
-	table := freshTable(t, dsn)
-	a := open(t, dsn, postgres.Options{Table: table})
-	defer a.Close()
-	b := open(t, dsn, postgres.Options{Table: table})
-	defer b.Close()
+	a, b := twoStores(t)
 	ctx := context.Background()
 	require.NoError(t, a.Update(ctx, func(tx store.Tx) error {
 		for _, k := range []string{"a", "b", "c"} {
@@ -332,12 +340,7 @@ func TestPrefetchScanChangesNoResult(t *testing.T) {
 // then returns them as the lock found them (an absent row as absent), and
 // another transaction's GetLocked waits for the holder's commit.
 func TestLockAhead(t *testing.T) {
-	dsn := testDSN(t)
-	table := freshTable(t, dsn)
-	a := open(t, dsn, postgres.Options{Table: table})
-	defer a.Close()
-	b := open(t, dsn, postgres.Options{Table: table})
-	defer b.Close()
+	a, b := twoStores(t)
 	ctx := context.Background()
 	require.NoError(t, a.Update(ctx, func(tx store.Tx) error {
 		return errors.Join(tx.Put("t", []byte("x"), []byte("0")), tx.Put("t", []byte("y"), []byte("0")), tx.Put("u", []byte("z"), []byte("1")))
