@@ -93,8 +93,10 @@ func (sub *Subscription) Last() uint64 {
 // persona's QueueAddress, a human's ApprovalsAddress) or Persona. Events
 // are read from the log, so they are delivered strictly after their commit,
 // in log order (on a store with a sequencer, once it has added them: right
-// after commit), and never block or fail a transaction: a slow
-// reader only lags, and loses nothing while the log holds the events. A
+// after commit; in the process that sequences, straight from the
+// sequencer, without a read of the store), and never block or fail a
+// transaction: a slow reader only lags, and loses nothing while the log
+// holds the events. A
 // commit in this process wakes the subscription at once; one made by
 // another process on the same store too if the store announces commits
 // (store.Watcher), and otherwise within Config.PollInterval, on
@@ -123,7 +125,11 @@ func (s *Switchboard) follow(ctx context.Context, sub *Subscription, ch chan<- E
 	cursor := sub.Last()
 	for {
 		woken := s.commits.wait(commitsKey) // before reading: no commit is missed
-		evs, err := s.Events(ctx, cursor, followPage)
+		evs, ok := s.recent.after(cursor, followPage, s.now())
+		var err error
+		if !ok {
+			evs, err = s.Events(ctx, cursor, followPage)
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				err = ctx.Err()

@@ -208,8 +208,16 @@ func (s *Switchboard) sequence(ctx context.Context) (moved int, other time.Durat
 			return err
 		}
 		t.logged, n, size = len(evs), len(evs), t.log.Size
+		// Other processes' clocks may run ahead of this one's: count on
+		// the lease for half its length.
+		t.sequenced, t.soleUntil = evs, held.Add(-s.cfg.SequencerLease/2)
 		return nil
 	})
+	if err != nil {
+		// The commit may have run: what this process holds of the log's
+		// end is no longer known to be its end.
+		s.recent.reset()
+	}
 	if err == nil && created {
 		return s.sequence(ctx)
 	}

@@ -98,6 +98,11 @@ func TestSequencerLeaseTakeover(t *testing.T) {
 	require.NoError(t, err)
 	defer b.Close()
 	friend, _, _ := queueSetup(t, h)
+	// A subscription in the process that sequences reads what its
+	// sequencer just added from memory; it must still see what the other
+	// adds once it has taken over.
+	sub := a.Subscribe(ctx, 0, nil)
+	defer sub.Close()
 
 	created := map[string]bool{}
 	var mu sync.Mutex
@@ -145,4 +150,24 @@ func TestSequencerLeaseTakeover(t *testing.T) {
 	evs = sequenced(t, h, b)
 	require.Len(t, evs, before+1)
 	require.Equal(t, sb.EventTodoCreated, evs[len(evs)-1].Type)
+	for _, want := range evs {
+		require.Equal(t, want, nextPolled(t, h, sub))
+	}
+}
+
+// nextPolled is next for a subscription that hears of the commits it
+// follows only by polling (on the harness's clock).
+func nextPolled(t *testing.T, h *harness, sub *sb.Subscription) sb.Event {
+	t.Helper()
+	for range 3000 {
+		select {
+		case e, ok := <-sub.C:
+			require.True(t, ok, "subscription ended: %v", sub.Err())
+			return e
+		case <-time.After(10 * time.Millisecond):
+			h.clock.Advance(time.Second)
+		}
+	}
+	t.Fatal("no event within 30 s")
+	return sb.Event{}
 }

@@ -196,7 +196,10 @@ type Switchboard struct {
 	localDir bool
 	wake     waker // per queue key: blocked claims
 	commits  waker // commitsKey: subscriptions, after any commit that grew the log
-	hot      hotCache
+	// recent are the events this process's sequencer added last, for
+	// subscriptions in this process.
+	recent recentLog
+	hot    hotCache
 	// watched: st is a store.Watcher, so commits are also announced to the
 	// other processes sharing it (and theirs to this one).
 	watched bool

@@ -67,6 +67,13 @@ type txn struct {
 
 	hooks        bool // webhooks are configured: outcomes queue deliveries
 	hookAttempts int  // a delivery's MaxAttempts
+
+	// sequenced are the events a sequencing pass added to the log, and
+	// soleUntil until when no other process can add more (see recentLog):
+	// once the pass commits they go to the Switchboard's recentLog, before
+	// subscriptions are woken.
+	sequenced []Event
+	soleUntil time.Time
 }
 
 // update runs fn in one store Update with the clock read once, so every
@@ -139,6 +146,9 @@ func (s *Switchboard) updateWith(ctx context.Context, run func(context.Context, 
 		// Strictly after commit: wake the claims blocked on the queues
 		// that got work, the subscriptions if the log grew, and the
 		// sequencer if events wait for it.
+		if last.sequenced != nil {
+			s.recent.add(last.sequenced, last.soleUntil)
+		}
 		for q := range last.readied {
 			s.wake.signal(q)
 		}
