@@ -89,14 +89,14 @@ func (s *Switchboard) sequenceLoop(ctx context.Context) {
 	}
 }
 
-// sequence moves up to sequenceBatch pending events into the log, in the
-// order of their keys, if this Switchboard holds the sequencer's lease or
-// can take it (it is free or ran out); taking or keeping it is part of the
-// same transaction, so two processes never sequence at once. It returns
-// how many events it moved, or, when another process holds the lease, how
-// long that lease still runs.
+// sequence moves pending events into the log, up to sequenceBatch a pass,
+// in the order of their keys, if this Switchboard holds the sequencer's
+// lease or can take it (it is free or ran out); taking or keeping it is
+// part of each pass's transaction, so two processes never sequence at
+// once. It returns how many events it moved, or, when another process
+// holds the lease, how long that lease still runs.
 //
-// On a store with row locks (store.LockingStore, as PostgreSQL) the pass
+// On a store with row locks (store.LockingStore, as PostgreSQL) a pass
 // runs in a row-locked transaction that first locks the lease record and
 // the log's state (in the pending rows' round trip where the store is a
 // store.AheadLocker): a second would-be sequencer waits on those locks and
@@ -106,6 +106,11 @@ func (s *Switchboard) sequenceLoop(ctx context.Context) {
 // twenty-five under load (each retried whole, a stall in delivery). Rows
 // appended meanwhile are simply left for the next pass: the pass deletes
 // the rows it read, by key.
+//
+// There, passes follow each other while they find events, each begun
+// while the one before commits (see seqPass): its locks wait on the
+// server for that commit, so its pending rows come back in the commit's
+// round trip instead of one after it.
 func (s *Switchboard) sequence(ctx context.Context) (moved int, other time.Duration, err error) {
 	// Look first in a read-only snapshot: a process that does not hold
 	// the lease then writes nothing and reads nothing in a write
@@ -125,14 +130,57 @@ func (s *Switchboard) sequence(ctx context.Context) (moved int, other time.Durat
 			return 0, other, wrapErr("sequence audit events", err)
 		}
 	}
+	p := &seqPass{ended: make(chan struct{}), abandoned: make(chan struct{})}
+	s.runPass(ctx, p)
+	if p.err == nil && p.created {
+		return s.sequence(ctx)
+	}
+	for ; p != nil; p = p.next {
+		<-p.ended
+		moved += p.n
+		if err == nil && !errors.Is(p.err, errPassAbandoned) {
+			err = p.err
+		}
+	}
+	return moved, 0, wrapErr("sequence audit events", err)
+}
+
+// seqPass is one sequencing transaction. On a row-locking store a pass
+// that moved events begins the next (next) just before its commit: the
+// next one's lock requests and pending read wait on the server for that
+// commit and are answered right after it. The next pass builds on the tree
+// only once this one has ended (ended); if this one fails, or runs its
+// transaction again (the next one may hold the locks it needs by then:
+// abandoned), the next gives up with errPassAbandoned and the chain ends.
+type seqPass struct {
+	prev      *seqPass // the pass still committing when this one began
+	next      *seqPass // the pass this one began; set before ended closes
+	ended     chan struct{}
+	abandoned chan struct{} // closed when prev runs its transaction again
+	n         int           // events moved
+	created   bool          // the lease record was missing and is written now
+	err       error
+}
+
+// errPassAbandoned ends a pass begun early whose predecessor did not
+// commit (see seqPass): nothing is lost, the next pass reads the rows.
+var errPassAbandoned = errors.New("the sequencing pass before did not commit")
+
+// runPass runs pass p to its end.
+func (s *Switchboard) runPass(ctx context.Context, p *seqPass) {
+	defer close(p.ended)
 	var held time.Time
-	var created bool // the lease record was missing and is written now
-	var size uint64  // the tree's size after the pass
-	n := 0
+	var size uint64 // the tree's size after the pass
+	runs := 0
 	// Alone: not grouped with other writes of this process, so the
 	// sequencing commit does not wait for a whole batch of them.
-	err = s.updateLocked(store.Alone(ctx), func(t *txn) error {
-		n, held, created = 0, time.Time{}, false
+	p.err = s.updateLocked(store.Alone(ctx), func(t *txn) error {
+		p.n, held, p.created = 0, time.Time{}, false
+		if runs++; runs == 2 && p.next != nil {
+			// Run again: the pass begun early may hold the locks this
+			// run needs.
+			close(p.next.abandoned)
+		}
 		if t.locker != nil {
 			// Lock the lease's record and the log's state (the pass
 			// writes both back; see lockLogState) before the pending
@@ -176,7 +224,7 @@ func (s *Switchboard) sequence(ctx context.Context) (moved int, other time.Durat
 		if t.locker != nil && until.IsZero() {
 			// No lease record, so no lease locked: two processes could
 			// both go on. Write a free one; the next pass locks it.
-			created = true
+			p.created = true
 			return t.tx.Put(tMeta, []byte(sequencerKey), encodeLease("", time.Unix(0, 0)))
 		}
 		if holder != s.seq.id && t.now.Before(until) {
@@ -187,6 +235,20 @@ func (s *Switchboard) sequence(ctx context.Context) (moved int, other time.Durat
 		}
 		if len(evs) == 0 {
 			return nil
+		}
+		if p.prev != nil {
+			// Begun while the pass before committed: build on the tree
+			// only once that one has.
+			select {
+			case <-p.prev.ended:
+				if p.prev.err != nil {
+					return errPassAbandoned
+				}
+			case <-p.abandoned:
+				return errPassAbandoned
+			case <-ctx.Done():
+				return ctx.Err()
+			}
 		}
 		// The pass writes the log's state back: locked, so that a purge
 		// committing meanwhile is not undone (Reap moves the log's start
@@ -207,25 +269,26 @@ func (s *Switchboard) sequence(ctx context.Context) (moved int, other time.Durat
 		if err := t.integrate(evs); err != nil {
 			return err
 		}
-		t.logged, n, size = len(evs), len(evs), t.log.Size
+		t.logged, p.n, size = len(evs), len(evs), t.log.Size
 		// Other processes' clocks may run ahead of this one's: count on
 		// the lease for half its length.
 		t.sequenced, t.soleUntil = evs, held.Add(-s.cfg.SequencerLease/2)
+		if t.locker != nil && runs == 1 {
+			// The commit follows: begin the next pass now.
+			p.next = &seqPass{prev: p, ended: make(chan struct{}), abandoned: make(chan struct{})}
+			go s.runPass(ctx, p.next)
+		}
 		return nil
 	})
-	if err != nil {
+	if p.err == nil && p.n > 0 {
+		s.seq.held = held
+		s.seq.tree.committed(size)
+	}
+	if p.err != nil {
 		// The commit may have run: what this process holds of the log's
 		// end is no longer known to be its end.
 		s.recent.reset()
 	}
-	if err == nil && created {
-		return s.sequence(ctx)
-	}
-	if err == nil && n > 0 {
-		s.seq.held = held
-		s.seq.tree.committed(size)
-	}
-	return n, 0, wrapErr("sequence audit events", err)
 }
 
 // sequencerLease returns the lease's holder and end (zero if never taken).

@@ -802,9 +802,16 @@ func (t plainLocker) Notify(key string) { t.Tx.(store.Notifier).Notify(key) }
 // without a gap.
 func TestSequencerWithoutLockAhead(t *testing.T) {
 	d := newDeployment(t, switchboard.Quotas{}, 20*time.Millisecond)
+	sequenceThrough(t, d, withoutLockAhead{d.st})
+}
+
+// sequenceThrough has two Switchboards on st (d's store, wrapped) create
+// 200 todos from four goroutines and checks that the log has each
+// creation once, without a gap.
+func sequenceThrough(t *testing.T, d *deployment, st store.Store) {
+	t.Helper()
 	_, friend, _ := d.friend()
 	require.NoError(t, d.sb.Close())
-	st := withoutLockAhead{d.st}
 	var sbs []*switchboard.Switchboard
 	for range 2 {
 		s, err := switchboard.New(st, &switchboard.Config{Issuers: []switchboard.Issuer{d.iss.Config()}, SequencerLease: 50 * time.Millisecond, PollInterval: 10 * time.Millisecond})
@@ -837,4 +844,33 @@ func TestSequencerWithoutLockAhead(t *testing.T) {
 		}
 	}
 	require.Equal(t, 200, created, "every creation logged once")
+}
+
+// A sequencing pass begins the next one just before it commits; the next
+// one's locks then wait for that commit. When the first pass's transaction
+// runs again instead (a store may run a transaction's function more than
+// once), the next one gives up rather than hold locks the rerun needs:
+// here every locked transaction runs twice, the first run rolled back.
+func TestSequencerPassRunsAgain(t *testing.T) {
+	d := newDeployment(t, switchboard.Quotas{}, 20*time.Millisecond)
+	sequenceThrough(t, d, rerunning{d.st})
+}
+
+// rerunning is the PostgreSQL store with every row-locked transaction's
+// function run twice: the first run is rolled back, the second commits.
+type rerunning struct{ *postgres.Store }
+
+var errRerun = errors.New("run again")
+
+func (s rerunning) UpdateLocked(ctx context.Context, fn func(store.Tx) error) error {
+	err := s.Store.UpdateLocked(ctx, func(tx store.Tx) error {
+		if err := fn(tx); err != nil {
+			return err
+		}
+		return errRerun
+	})
+	if !errors.Is(err, errRerun) {
+		return err
+	}
+	return s.Store.UpdateLocked(ctx, fn)
 }
