@@ -226,12 +226,22 @@ func (t *txn) integrate(evs []Event) error {
 		for _, h := range hashes {
 			v = append(v, h[:]...)
 		}
-		if err := t.tx.Put(tEvents, be64b(e.Seq), v); err != nil {
+		if err := t.insert(tEvents, be64b(e.Seq), v); err != nil {
 			return err
 		}
 		st.Size++
 	}
 	return t.saveLogState()
+}
+
+// insert writes a row under a key that is new: an event's seq, never
+// written before (store.Inserter where the store has it — a store that
+// fails an Insert over an existing row then refuses to overwrite the log).
+func (t *txn) insert(table string, key, value []byte) error {
+	if ins, ok := t.tx.(store.Inserter); ok {
+		return ins.Insert(table, key, value)
+	}
+	return t.tx.Put(table, key, value)
 }
 
 func be64b(n uint64) []byte { return binary.BigEndian.AppendUint64(make([]byte, 0, 8), n) }

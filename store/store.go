@@ -62,6 +62,10 @@
 //     that every writer would have to read and move. The PostgreSQL store
 //     offers it; without it, a store's writers run one at a time (bolt,
 //     memory) and a counter costs nothing.
+//   - [Inserter] (on the Tx): a write of a row the caller knows is new,
+//     cheaper than Put where a Put must look for the row first (an INSERT
+//     without ON CONFLICT). switchboard writes the audit log's entries
+//     so. The PostgreSQL store offers it.
 package store
 
 import (
@@ -226,6 +230,16 @@ type Appender interface {
 // rows as they were then).
 type Prefetcher interface {
 	Prefetch(table string, keys [][]byte) error
+}
+
+// Inserter is implemented by the Tx of a store for which writing a row it
+// knows is new costs less than Put. Insert is Put of a key that is not in
+// the table — neither committed nor written earlier in this transaction.
+// If it is there after all, the store may fail the transaction (its
+// commit returns an error, and nothing is written) or treat the Insert as
+// a Put; it never leaves both rows. The PostgreSQL store fails it.
+type Inserter interface {
+	Insert(table string, key, value []byte) error
 }
 
 // ScanPrefetcher is implemented by a Prefetcher that can read a range

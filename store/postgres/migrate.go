@@ -63,7 +63,7 @@ var migrations = []func(ctx context.Context, tx pgx.Tx, table string) error{
 			return err
 		}
 		for _, n := range names {
-			if _, err := tx.Exec(ctx, createPartition(t, n)); err != nil {
+			if _, err := tx.Exec(ctx, createPartition(t, n, false)); err != nil {
 				return err
 			}
 		}
@@ -86,10 +86,16 @@ func partitionName(table, name string) string {
 // createPartition is the statement that creates the partition for
 // switchboard table name. Its fill factor leaves room on each page for a
 // record's next version, so updates (a todo changing state) stay on the
-// page and its index entry is untouched.
-func createPartition(table, name string) string {
+// page and its index entry is untouched — unless its rows are written
+// once (writeOnce: the table is first written by Append or Insert alone,
+// as the audit log's are), whose pages are filled.
+func createPartition(table, name string, writeOnce bool) string {
+	fill := "80"
+	if writeOnce {
+		fill = "100"
+	}
 	return `CREATE TABLE IF NOT EXISTS ` + partitionName(table, name) + ` PARTITION OF ` + table +
-		` FOR VALUES IN (` + quoteLiteral(name) + `) WITH (fillfactor = 80)`
+		` FOR VALUES IN (` + quoteLiteral(name) + `) WITH (fillfactor = ` + fill + `)`
 }
 
 // quoteLiteral quotes s as an SQL string literal (standard_conforming_strings

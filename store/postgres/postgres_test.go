@@ -375,3 +375,59 @@ func TestLockAhead(t *testing.T) {
 	}
 	requireLockWaits(t, b, "y", func() { close(release) }, first)
 }
+
+// Insert (store.Inserter) writes a new row with a plain INSERT: a key that
+// is there fails the whole transaction, which writes nothing. A table
+// first written by Insert or Append alone gets a partition whose pages
+// are filled (fillfactor 100); one written by Put keeps room on each page
+// for updates.
+func TestInsert(t *testing.T) {
+	dsn := testDSN(t)
+	table := freshTable(t, dsn)
+	st := open(t, dsn, postgres.Options{Table: table})
+	defer st.Close()
+	ctx := context.Background()
+	insert := func(tx store.Tx, tbl, k, v string) error {
+		ins, ok := tx.(store.Inserter)
+		if !ok {
+			return errors.New("the transaction offers no store.Inserter")
+		}
+		return ins.Insert(tbl, []byte(k), []byte(v))
+	}
+	require.NoError(t, st.UpdateLocked(ctx, func(tx store.Tx) error {
+		return errors.Join(insert(tx, "once", "a", "1"), tx.(store.Appender).Append("appended", []byte("x")))
+	}))
+	require.NoError(t, st.Update(ctx, func(tx store.Tx) error {
+		return errors.Join(insert(tx, "once", "b", "2"), tx.Put("updated", []byte("a"), []byte("1")))
+	}))
+
+	err := st.Update(ctx, func(tx store.Tx) error {
+		return errors.Join(tx.Put("updated", []byte("b"), []byte("2")), insert(tx, "once", "a", "again"))
+	})
+	require.Error(t, err, "an Insert over a row")
+	require.NoError(t, st.View(ctx, func(tx store.Tx) error {
+		v, err := tx.Get("once", []byte("a"))
+		require.Equal(t, "1", string(v))
+		_, missing := tx.Get("updated", []byte("b"))
+		require.ErrorIs(t, missing, store.ErrNotFound, "the failed transaction wrote nothing")
+		return err
+	}))
+
+	conn, err := pgx.Connect(ctx, dsn)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	fill := map[string]string{}
+	rows, err := conn.Query(ctx, `SELECT relname, array_to_string(reloptions, ',') FROM pg_class WHERE relname LIKE $1 AND relkind = 'r'`, table+"\\_\\_%")
+	require.NoError(t, err)
+	for rows.Next() {
+		var name, opts string
+		require.NoError(t, rows.Scan(&name, &opts))
+		fill[name] = opts
+	}
+	require.NoError(t, rows.Err())
+	require.Equal(t, map[string]string{
+		table + "__once":     "fillfactor=100",
+		table + "__appended": "fillfactor=100",
+		table + "__updated":  "fillfactor=80",
+	}, fill)
+}

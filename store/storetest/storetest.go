@@ -611,6 +611,75 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store, opts ...Option) 
 		})
 	})
 
+	// store.Inserter, where a write transaction offers it: an inserted row
+	// reads back in the transaction and after commit; inserting a key that
+	// is there either fails the whole transaction or acts as Put, never
+	// leaving both rows.
+	t.Run("Inserter", func(t *testing.T) {
+		s := open(t)
+		updates := []func(context.Context, func(store.Tx) error) error{s.Update}
+		if ls, ok := s.(store.LockingStore); ok {
+			updates = append(updates, ls.UpdateLocked)
+		}
+		offered := false
+		for i, update := range updates {
+			table := fmt.Sprintf("ins%d", i)
+			err := update(ctx, func(tx store.Tx) error {
+				ins, ok := tx.(store.Inserter)
+				if !ok {
+					return tx.Put(table, []byte("a"), []byte("1"))
+				}
+				offered = true
+				if err := ins.Insert(table, []byte("a"), []byte("1")); err != nil {
+					return err
+				}
+				if v, err := tx.Get(table, []byte("a")); err != nil || string(v) != "1" {
+					return fmt.Errorf("Get after Insert = %q, %v", v, err)
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := get(t, s, table, "a"); got != "1" {
+				t.Fatalf("inserted row read back as %q", got)
+			}
+			err = update(ctx, func(tx store.Tx) error {
+				if err := tx.Put(table, []byte("b"), []byte("2")); err != nil {
+					return err
+				}
+				if ins, ok := tx.(store.Inserter); ok {
+					offered = true
+					return ins.Insert(table, []byte("a"), []byte("3"))
+				}
+				return tx.Put(table, []byte("a"), []byte("3"))
+			})
+			if err != nil {
+				if got := get(t, s, table, "a"); got != "1" {
+					t.Fatalf("a failed Insert over a row left it %q", got)
+				}
+				assertNotFound(t, s, table, "b")
+				continue
+			}
+			if got := get(t, s, table, "a"); got != "3" {
+				t.Fatalf("an Insert over a row that committed left it %q, want it written over", got)
+			}
+			if got := get(t, s, table, "b"); got != "2" {
+				t.Fatalf("b = %q", got)
+			}
+			rows := 0
+			err = s.View(ctx, func(tx store.Tx) error {
+				return tx.Scan(table, nil, nil, func(_, _ []byte) bool { rows++; return true })
+			})
+			if err != nil || rows != 2 {
+				t.Fatalf("%d rows after the Insert over a row (%v), want 2", rows, err)
+			}
+		}
+		if !offered {
+			t.Skip("backend's transactions do not offer store.Inserter")
+		}
+	})
+
 	// store.LockingStore, for the stores that offer it: a bounded
 	// ScanLocked reads its rows at one instant (a row committed while fn
 	// runs is not returned, whatever its key), and LockAhead's rows read

@@ -21,6 +21,8 @@ type Tx struct {
 	notes []string
 	// appends are the values passed to Append, in order.
 	appends []appended
+	// inserted are the keys last written by Insert, per table.
+	inserted map[string]map[string]bool
 }
 
 type appended struct {
@@ -28,7 +30,10 @@ type appended struct {
 	value []byte
 }
 
-var _ store.Tx = (*Tx)(nil)
+var (
+	_ store.Tx       = (*Tx)(nil)
+	_ store.Inserter = (*Tx)(nil)
+)
 
 // New returns an overlay over base.
 func New(base store.Tx) *Tx { return &Tx{base: base, writes: map[string]map[string][]byte{}} }
@@ -45,6 +50,7 @@ func (t *Tx) Get(table string, key []byte) ([]byte, error) {
 }
 
 func (t *Tx) set(table string, key, v []byte) {
+	delete(t.inserted[table], string(key))
 	w := t.writes[table]
 	if w == nil {
 		w = map[string][]byte{}
@@ -61,6 +67,23 @@ func (t *Tx) Put(table string, key, value []byte) error {
 	v := make([]byte, len(value)) // non-nil even when empty: nil marks deletion
 	copy(v, value)
 	t.set(table, key, v)
+	return nil
+}
+
+// Insert buffers a write of a key the caller knows is new
+// (store.Inserter): Apply passes it on as an Insert where its destination
+// takes one, else as a Put. Every overlay offers it, whatever its base.
+func (t *Tx) Insert(table string, key, value []byte) error {
+	if err := t.Put(table, key, value); err != nil {
+		return err
+	}
+	if t.inserted == nil {
+		t.inserted = map[string]map[string]bool{}
+	}
+	if t.inserted[table] == nil {
+		t.inserted[table] = map[string]bool{}
+	}
+	t.inserted[table][string(key)] = true
 	return nil
 }
 
@@ -260,6 +283,10 @@ func (t *Tx) Apply(dst store.Tx) error {
 	if o, ok := dst.(Owner); ok {
 		put = o.PutOwned
 	}
+	insert := put
+	if ins, ok := dst.(store.Inserter); ok {
+		insert = ins.Insert
+	}
 	if n, ok := dst.(store.Notifier); ok {
 		for _, k := range t.notes {
 			n.Notify(k)
@@ -290,9 +317,12 @@ func (t *Tx) Apply(dst store.Tx) error {
 		slices.Sort(keys)
 		for _, k := range keys {
 			var err error
-			if v := w[k]; v == nil {
+			switch v := w[k]; {
+			case v == nil:
 				err = dst.Delete(name, []byte(k))
-			} else {
+			case t.inserted[name][k]:
+				err = insert(name, []byte(k), v)
+			default:
 				err = put(name, []byte(k), v)
 			}
 			if err != nil {
