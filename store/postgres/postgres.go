@@ -1123,28 +1123,50 @@ func (r *reader) LockAhead(table string, keys [][]byte) error {
 	if len(want) == 0 {
 		return nil
 	}
+	found := func(keys [][]byte, rows [][][]byte) {
+		if r.lockedGets == nil {
+			r.lockedGets = map[string][]byte{}
+		}
+		if r.gets == nil {
+			r.gets = map[string][]byte{}
+		}
+		for _, k := range keys {
+			mk := table + "\x00" + string(k)
+			r.lockedGets[mk], r.gets[mk] = nil, nil // absent unless found below
+		}
+		for _, row := range rows {
+			mk := table + "\x00" + string(row[0])
+			r.lockedGets[mk], r.gets[mk] = row[1], row[1] // what later plain Gets see too
+		}
+	}
+	if len(want) <= fewLocks {
+		// A statement per key, in key order: the set's statement is
+		// planned anew at every call (its plan depends on the array's
+		// length), a single key's is planned once per connection.
+		for _, k := range want {
+			r.queued = append(r.queued, queuedRead{
+				sql:  r.s.queriesFor(table).getLocked,
+				args: []any{table, k},
+				got: func(rows [][][]byte) {
+					if len(rows) > 0 {
+						rows = [][][]byte{{k, rows[0][0]}}
+					}
+					found([][]byte{k}, rows)
+				},
+			})
+		}
+		return nil
+	}
 	r.queued = append(r.queued, queuedRead{
 		sql:  r.s.queriesFor(table).getManyLocked,
 		args: []any{table, want},
-		got: func(rows [][][]byte) {
-			if r.lockedGets == nil {
-				r.lockedGets = map[string][]byte{}
-			}
-			if r.gets == nil {
-				r.gets = map[string][]byte{}
-			}
-			for _, k := range want {
-				mk := table + "\x00" + string(k)
-				r.lockedGets[mk], r.gets[mk] = nil, nil // absent unless found below
-			}
-			for _, row := range rows {
-				mk := table + "\x00" + string(row[0])
-				r.lockedGets[mk], r.gets[mk] = row[1], row[1] // what later plain Gets see too
-			}
-		},
+		got:  func(rows [][][]byte) { found(want, rows) },
 	})
 	return nil
 }
+
+// fewLocks is the most keys LockAhead locks with a statement each.
+const fewLocks = 4
 
 // page reads up to limit rows from start on, or recalls them.
 func (r *reader) page(table string, start []byte, limit int) ([][][]byte, error) {
