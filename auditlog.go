@@ -238,7 +238,7 @@ func (t *txn) integrate(evs []Event) error {
 // written before (store.Inserter where the store has it — a store that
 // fails an Insert over an existing row then refuses to overwrite the log).
 func (t *txn) insert(table string, key, value []byte) error {
-	if ins, ok := t.tx.(store.Inserter); ok {
+	if ins, ok := t.tx.(store.Inserter); ok && !t.rewriteLog {
 		return ins.Insert(table, key, value)
 	}
 	return t.tx.Put(table, key, value)

@@ -83,8 +83,12 @@ func migrate(ctx context.Context, st store.Store, now func() time.Time) error {
 				return err
 			}
 		}
-		if err := upgradeLog(t); err != nil {
-			return err
+		if from < 4 {
+			// Layout 4 on holds a tree already: its leaves are no
+			// chain records.
+			if err := upgradeLog(t); err != nil {
+				return err
+			}
 		}
 		if from < 5 {
 			if err := backfillGrantIndex(t); err != nil {
@@ -287,6 +291,9 @@ func upgradeLog(t *txn) error {
 	if err != nil {
 		return err
 	}
+	// Each event is written over its chain record, under the same seq:
+	// a Put, not an Insert.
+	t.rewriteLog = true
 	if err := t.integrate(evs); err != nil {
 		return err
 	}

@@ -1,7 +1,9 @@
 package switchboard_test
 
 import (
+	"encoding/binary"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -10,7 +12,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	sb "github.com/switchboardhq/switchboard"
+	"github.com/switchboardhq/switchboard/store"
 	"github.com/switchboardhq/switchboard/store/bolt"
+	"github.com/switchboardhq/switchboard/store/memory"
 )
 
 // TestUpgradeFromV1 opens a bolt file written by the previous layout (one
@@ -108,4 +112,31 @@ func openFixture(t *testing.T, name string, fx any) *bolt.Store {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = st.Close() })
 	return st
+}
+
+// A store written by layout 4, 5 or 6 — its audit log already a tree —
+// opens with its log as it was: only a layout-3 store's log is upgraded.
+func TestUpgradeKeepsATreeLog(t *testing.T) {
+	for _, from := range []uint64{4, 5, 6} {
+		t.Run(fmt.Sprint(from), func(t *testing.T) {
+			h := newHarness(t, memory.New())
+			auditFlow(t, h)
+			before, err := h.sb.Events(ctx, 0, 1000)
+			require.NoError(t, err)
+			require.NotEmpty(t, before)
+			require.NoError(t, h.sb.Close())
+			require.NoError(t, h.st.Update(ctx, func(tx store.Tx) error {
+				return tx.Put("meta", []byte("schema"), binary.BigEndian.AppendUint64(nil, from))
+			}))
+			s, err := sb.New(h.st, &sb.Config{Clock: h.clock, Issuers: []sb.Issuer{h.iss.Config()}})
+			require.NoError(t, err)
+			defer s.Close()
+			after, err := s.Events(ctx, 0, 1000)
+			require.NoError(t, err)
+			require.Equal(t, before, after)
+			rep, err := s.VerifyAudit(ctx)
+			require.NoError(t, err)
+			require.Equal(t, uint64(len(before)), rep.TreeSize)
+		})
+	}
 }

@@ -74,6 +74,10 @@ type txn struct {
 	// subscriptions are woken.
 	sequenced []Event
 	soleUntil time.Time
+
+	// rewriteLog: the log's leaves are written over the records the
+	// upgrade from a hash chain read, under the same keys (Put, not Insert).
+	rewriteLog bool
 }
 
 // update runs fn in one store Update with the clock read once, so every

@@ -634,7 +634,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store, opts ...Option) 
 					return err
 				}
 				if v, err := tx.Get(table, []byte("a")); err != nil || string(v) != "1" {
-					return fmt.Errorf("Get after Insert = %q, %v", v, err)
+					return fmt.Errorf("a read after Insert = %q, %v", v, err)
 				}
 				return nil
 			})
