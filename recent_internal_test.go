@@ -58,10 +58,15 @@ func TestRecentLog(t *testing.T) {
 	evs, _ = r.after(19, 10, now)
 	require.Equal(t, []uint64{20, 21}, seqs(evs))
 
-	// Copies: what a subscriber got does not change when the run moves.
+	// Copies: what a subscriber got does not change when the run is
+	// replaced in place.
 	got, _ := r.after(19, 1, now)
+	r.add(run(100, 101), now.Add(time.Second))
+	require.Equal(t, uint64(20), got[0].Seq)
+	evs, _ = r.after(99, 10, now)
+	require.Equal(t, []uint64{100, 101}, seqs(evs))
 	var end uint64
-	for i := uint64(22); i < 22+2*recentMax; i += 100 {
+	for i := uint64(102); i < 102+2*recentMax; i += 100 {
 		end = i + 99
 		r.add(run(i, end), now.Add(time.Second))
 	}

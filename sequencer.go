@@ -38,10 +38,22 @@ type sequencer struct {
 	stop context.CancelFunc
 	done chan struct{}
 	// held is when the lease this Switchboard last wrote ends, and tree
-	// its copy of the tree's frontier (only the loop's goroutine touches
-	// them).
+	// its copy of the tree's frontier: touched by one pass at a time (the
+	// loop's, or a chained pass's once the pass before it ended).
 	held time.Time
 	tree treeCache
+	// unchained: a chained pass found the log as it was before the pass
+	// it followed committed — the store's locked reads do not wait for
+	// commits (postgres.Options.SerializableClaims) — so passes no longer
+	// begin early. Touched as held is.
+	unchained bool
+}
+
+// surelyHeld is until when a lease that ends at held surely makes this
+// process the only sequencer: other processes' clocks may run ahead of
+// this one's, so it counts on half the lease.
+func (s *Switchboard) surelyHeld(held time.Time) time.Time {
+	return held.Add(-s.cfg.SequencerLease / 2)
 }
 
 // startSequencer runs the sequencing loop until Close.
@@ -118,7 +130,7 @@ func (s *Switchboard) sequence(ctx context.Context) (moved int, other time.Durat
 	// would make the holder's commits conflict with its own writes.
 	// A holder well inside its lease skips the look (the transaction
 	// checks the lease again anyway).
-	if s.now().Add(s.cfg.SequencerLease / 2).After(s.seq.held) {
+	if !s.now().Before(s.surelyHeld(s.seq.held)) {
 		err = s.view(ctx, func(t *txn) error {
 			holder, until, err := t.sequencerLease()
 			if holder != s.seq.id && t.now.Before(until) {
@@ -158,6 +170,7 @@ type seqPass struct {
 	ended     chan struct{}
 	abandoned chan struct{} // closed when prev runs its transaction again
 	n         int           // events moved
+	size      uint64        // the tree's size after the pass, once it committed
 	created   bool          // the lease record was missing and is written now
 	err       error
 }
@@ -249,6 +262,17 @@ func (s *Switchboard) runPass(ctx context.Context, p *seqPass) {
 			case <-ctx.Done():
 				return ctx.Err()
 			}
+			st, err := t.lockLogState()
+			if err != nil {
+				return err
+			}
+			if p.prev.n > 0 && st.Size != p.prev.size {
+				// Read before the pass before committed: this store's
+				// locks do not wait for commits. Begin no pass early
+				// again.
+				s.seq.unchained = true
+				return errPassAbandoned
+			}
 		}
 		// The pass writes the log's state back: locked, so that a purge
 		// committing meanwhile is not undone (Reap moves the log's start
@@ -270,24 +294,26 @@ func (s *Switchboard) runPass(ctx context.Context, p *seqPass) {
 			return err
 		}
 		t.logged, p.n, size = len(evs), len(evs), t.log.Size
-		// Other processes' clocks may run ahead of this one's: count on
-		// the lease for half its length.
-		t.sequenced, t.soleUntil = evs, held.Add(-s.cfg.SequencerLease/2)
-		if t.locker != nil && runs == 1 {
+		t.sequenced, t.soleUntil = evs, s.surelyHeld(held)
+		if t.locker != nil && runs == 1 && !s.seq.unchained {
 			// The commit follows: begin the next pass now.
 			p.next = &seqPass{prev: p, ended: make(chan struct{}), abandoned: make(chan struct{})}
 			go s.runPass(ctx, p.next)
 		}
 		return nil
 	})
+	p.prev = nil // read above only: the chain is not kept alive behind the running pass
 	if p.err == nil && p.n > 0 {
 		s.seq.held = held
 		s.seq.tree.committed(size)
+		p.size = size
 	}
-	if p.err != nil {
+	if p.err != nil && !errors.Is(p.err, errPassAbandoned) {
 		// The commit may have run: what this process holds of the log's
-		// end is no longer known to be its end.
+		// end is no longer known to be its end. Subscriptions waiting at
+		// it look in the store.
 		s.recent.reset()
+		s.commits.signal(commitsKey)
 	}
 }
 

@@ -65,7 +65,8 @@
 //   - [Inserter] (on the Tx): a write of a row the caller knows is new,
 //     cheaper than Put where a Put must look for the row first (an INSERT
 //     without ON CONFLICT). switchboard writes the audit log's entries
-//     so. The PostgreSQL store offers it.
+//     so. The PostgreSQL store sends it as such; the bolt store's grouped
+//     transactions take it as a Put.
 package store
 
 import (

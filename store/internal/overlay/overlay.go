@@ -72,7 +72,11 @@ func (t *Tx) Put(table string, key, value []byte) error {
 
 // Insert buffers a write of a key the caller knows is new
 // (store.Inserter): Apply passes it on as an Insert where its destination
-// takes one, else as a Put. Every overlay offers it, whatever its base.
+// takes one, else as a Put. Every overlay offers it, whatever its base
+// (unlike the capabilities Exposed offers only when the base has them):
+// an Insert taken as a Put is a correct Insert. Two functions of one
+// group-commit batch that insert one key leave the last one's row, as
+// two Puts would.
 func (t *Tx) Insert(table string, key, value []byte) error {
 	if err := t.Put(table, key, value); err != nil {
 		return err
