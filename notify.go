@@ -96,11 +96,10 @@ func (sub *Subscription) Last() uint64 {
 // after commit; in the process that sequences, straight from the
 // sequencer, without a read of the store), and never block or fail a
 // transaction: a slow reader only lags, and loses nothing while the log
-// holds the events. A
-// commit in this process wakes the subscription at once; one made by
-// another process on the same store too if the store announces commits
-// (store.Watcher), and otherwise within Config.PollInterval, on
-// Config.Clock.
+// holds the events. A commit in this process wakes the subscription at
+// once; one made by another process on the same store too if the store
+// announces commits (store.Watcher), and otherwise within
+// Config.PollInterval, on Config.Clock.
 func (s *Switchboard) Subscribe(ctx context.Context, after uint64, filter *EventFilter) *Subscription {
 	ctx, cancel := context.WithCancel(ctx)
 	ch := make(chan Event)

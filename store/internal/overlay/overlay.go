@@ -21,9 +21,12 @@ type Tx struct {
 	notes []string
 	// appends are the values passed to Append, in order.
 	appends []appended
-	// inserted are the keys last written by Insert, per table.
-	inserted map[string]map[string]bool
+	// inserted are the keys last written by Insert.
+	inserted map[tableKey]bool
 }
+
+// tableKey names a row: its table and key.
+type tableKey struct{ table, key string }
 
 type appended struct {
 	table string
@@ -50,7 +53,7 @@ func (t *Tx) Get(table string, key []byte) ([]byte, error) {
 }
 
 func (t *Tx) set(table string, key, v []byte) {
-	delete(t.inserted[table], string(key))
+	delete(t.inserted, tableKey{table, string(key)})
 	w := t.writes[table]
 	if w == nil {
 		w = map[string][]byte{}
@@ -82,12 +85,9 @@ func (t *Tx) Insert(table string, key, value []byte) error {
 		return err
 	}
 	if t.inserted == nil {
-		t.inserted = map[string]map[string]bool{}
+		t.inserted = map[tableKey]bool{}
 	}
-	if t.inserted[table] == nil {
-		t.inserted[table] = map[string]bool{}
-	}
-	t.inserted[table][string(key)] = true
+	t.inserted[tableKey{table, string(key)}] = true
 	return nil
 }
 
@@ -324,7 +324,7 @@ func (t *Tx) Apply(dst store.Tx) error {
 			switch v := w[k]; {
 			case v == nil:
 				err = dst.Delete(name, []byte(k))
-			case t.inserted[name][k]:
+			case t.inserted[tableKey{name, k}]:
 				err = insert(name, []byte(k), v)
 			default:
 				err = put(name, []byte(k), v)
