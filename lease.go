@@ -4,6 +4,7 @@
 package switchboard
 
 import (
+	"bytes"
 	"context"
 	"crypto/subtle"
 	"errors"
@@ -106,6 +107,7 @@ func (s *Switchboard) claim(ctx context.Context, c Auth, queue string, n int, op
 		}
 		var got []Claimed
 		var seen string
+		var held heldRow
 		err := s.updateLocked(ctx, func(t *txn) error {
 			g, qkey, err := s.authorize(t, c, queue, VerbClaim)
 			if err != nil {
@@ -114,10 +116,23 @@ func (s *Switchboard) claim(ctx context.Context, c Auth, queue string, n int, op
 			seen = qkey
 			got, err = s.claimIn(t, g, qkey, n, o.Lease)
 			if err == nil && len(got) == 0 {
-				err = ErrQueueEmpty
+				if held, err = t.heldElsewhere(qkey); err == nil {
+					err = ErrQueueEmpty
+					if held.key != nil {
+						err = errHeld
+					}
+				}
 			}
 			return err
 		})
+		if errors.Is(err, errHeld) {
+			// Nothing was free, but other transactions hold work of
+			// the queue: it is not empty until they let go.
+			if err := s.waitHeld(ctx, held); err != nil {
+				return nil, err
+			}
+			continue
+		}
 		if !o.Wait || !errors.Is(err, ErrQueueEmpty) {
 			return got, err
 		}
@@ -144,7 +159,11 @@ func (s *Switchboard) checkLease(d time.Duration) error {
 // claimIn leases up to n ready todos of the queue qkey under grant g, inside
 // t: the one claiming path of Claim, ClaimN and CompleteAndClaim. Expired
 // leases of the queue are recovered and due delayed todos promoted first.
-// It returns none, without error, when nothing is ready.
+// It returns fewer than n only when no more are ready to it (a ready entry
+// it passes over — its todo cancelled with its revoked grant — does not
+// count), and none, without error, when nothing is; in a row-locked
+// transaction, "ready to it" leaves out what other transactions hold (see
+// heldElsewhere).
 func (s *Switchboard) claimIn(t *txn, g *grantRec, qkey string, n int, d time.Duration) ([]Claimed, error) {
 	if err := t.recoverLeases(qkey); err != nil {
 		return nil, err
@@ -155,143 +174,266 @@ func (s *Switchboard) claimIn(t *txn, g *grantRec, qkey string, n int, d time.Du
 	if d == 0 {
 		d = s.leaseFor(g)
 	}
-	ids, err := t.firstReady(qkey, n)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]Claimed, 0, len(ids))
-	for _, id := range ids {
-		r, err := t.todo(id)
+	out := make([]Claimed, 0, min(n, claimLookahead))
+	for first := true; len(out) < n; first = false {
+		ready, exhausted, err := t.firstReady(qkey, n-len(out), first)
 		if err != nil {
 			return nil, err
 		}
-		if r.State != TodoQueued {
-			// Only a row-locked transaction can read an index entry its
-			// todo has left (the writer that moved it committed after
-			// the entry was read): it is not ready, so not claimed.
-			continue
-		}
-		if r.Origin.Grant != "" {
-			// A todo whose creating grant was revoked is cancelled, not
-			// claimed: Revoke cancels such todos after it commits
-			// (cancelQueued), and none may be claimed meanwhile.
-			og, err := getHot[grantRec](t, tGrants, r.Origin.Grant, "grant")
-			if err != nil && !isNotFound(err) {
+		for _, e := range ready {
+			c, ok, err := s.claimOne(t, g, e, d)
+			if err != nil {
 				return nil, err
 			}
-			if err != nil || og.State != GrantActive {
-				if err := t.endTodo(r, TodoCancelled, AttemptRevoked, systemActor, "grant revoked"); err != nil {
-					return nil, err
-				}
-				continue
+			if ok {
+				out = append(out, c)
 			}
 		}
-		if err := t.del(tIdx, readyKey(r)); err != nil {
-			return nil, err
+		if exhausted {
+			break
 		}
-		r.Attempts++
-		r.State, r.UpdatedAt = TodoLeased, t.now
-		r.LeaseToken, r.LeaseExpiresAt = newID("lease"), t.now.Add(d)
-		r.History = append(r.History, Attempt{N: r.Attempts, Agent: g.Holder, Grant: g.ID, ClaimedAt: t.now})
-		var trimmed []Attempt
-		if len(r.History) > maxHistory {
-			trimmed = slices.Clone(r.History[:len(r.History)-maxHistory])
-			r.History = r.History[len(r.History)-maxHistory:]
-		}
-		if err := t.put(tTodos, r.ID, r); err != nil {
-			return nil, err
-		}
-		if err := t.indexClaim(r, g, trimmed); err != nil {
-			return nil, err
-		}
-		if err := t.putRaw(tIdx, leaseKey(r), ""); err != nil {
-			return nil, err
-		}
-		if err := t.emit(Event{Type: EventTodoClaimed, Actor: agentActor(g.Holder), Persona: g.Holder, Grant: g.ID, Todo: r.ID, Queue: r.address()}); err != nil {
-			return nil, err
-		}
-		out = append(out, Claimed{Todo: r.Todo, Lease: Lease{TodoID: r.ID, Token: r.LeaseToken, Attempt: r.Attempts, ExpiresAt: r.LeaseExpiresAt}})
 	}
 	return out, nil
 }
 
-// firstReady returns the ids of up to n ready todos of the queue, in claim
-// order (promote has moved every due one to ready).
-//
-// On a store whose reads are round trips (store.Prefetcher) it looks ahead
-// — up to claimLookahead ids — and fetches their records in one round trip:
-// the claims that follow in the same transaction (a ClaimN, or the next
-// Claims of a group commit) then read them without one each. In a
-// row-locked transaction the look-ahead's index entries are locked too,
-// for this transaction's later claims: other claimers skip them until it
-// commits.
-func (t *txn) firstReady(qkey string, n int) ([]string, error) {
-	p, prefetch := t.tx.(store.Prefetcher)
-	want := n
-	if prefetch {
-		want = max(n, claimLookahead)
+// claimOne leases the todo of ready entry e to g for d, or reports that it
+// passed over it: the entry's todo moved on, or came through a grant since
+// revoked (then it is cancelled here).
+func (s *Switchboard) claimOne(t *txn, g *grantRec, e readyEntry, d time.Duration) (Claimed, bool, error) {
+	r, err := t.todo(e.id)
+	if err != nil {
+		return Claimed{}, false, err
 	}
-	var ids []string
-	prefix := idxKey(idxReady, qkey, "")
-	err := t.scanLocked(tIdx, []byte(prefix), prefixEnd(prefix), want, func(_, v []byte) bool {
-		ids = append(ids, string(v))
-		return len(ids) < want
-	})
-	if err != nil || !prefetch || len(ids) == 0 {
-		return ids, err
+	if r.State != TodoQueued {
+		// Only a row-locked transaction can read an index entry its
+		// todo has left (the writer that moved it committed after
+		// the entry was read): it is not ready, so not claimed.
+		t.pass(e.key)
+		return Claimed{}, false, nil
 	}
-	keys := make([][]byte, len(ids))
-	for i, id := range ids {
-		keys[i] = []byte(id)
+	if r.Origin.Grant != "" {
+		// A todo whose creating grant was revoked is cancelled, not
+		// claimed: Revoke cancels such todos after it commits
+		// (cancelQueued), and none may be claimed meanwhile.
+		og, err := getHot[grantRec](t, tGrants, r.Origin.Grant, "grant")
+		if err != nil && !isNotFound(err) {
+			return Claimed{}, false, err
+		}
+		if err != nil || og.State != GrantActive {
+			return Claimed{}, false, t.endTodo(r, TodoCancelled, AttemptRevoked, systemActor, "grant revoked")
+		}
 	}
-	return ids[:min(n, len(ids))], p.Prefetch(tTodos, keys)
+	if err := t.del(tIdx, readyKey(r)); err != nil {
+		return Claimed{}, false, err
+	}
+	r.Attempts++
+	r.State, r.UpdatedAt = TodoLeased, t.now
+	r.LeaseToken, r.LeaseExpiresAt = newID("lease"), t.now.Add(d)
+	r.History = append(r.History, Attempt{N: r.Attempts, Agent: g.Holder, Grant: g.ID, ClaimedAt: t.now})
+	var trimmed []Attempt
+	if len(r.History) > maxHistory {
+		trimmed = slices.Clone(r.History[:len(r.History)-maxHistory])
+		r.History = r.History[len(r.History)-maxHistory:]
+	}
+	if err := t.put(tTodos, r.ID, r); err != nil {
+		return Claimed{}, false, err
+	}
+	if err := t.indexClaim(r, g, trimmed); err != nil {
+		return Claimed{}, false, err
+	}
+	if err := t.putRaw(tIdx, leaseKey(r), ""); err != nil {
+		return Claimed{}, false, err
+	}
+	if err := t.emit(Event{Type: EventTodoClaimed, Actor: agentActor(g.Holder), Persona: g.Holder, Grant: g.ID, Todo: r.ID, Queue: r.address()}); err != nil {
+		return Claimed{}, false, err
+	}
+	return Claimed{Todo: r.Todo, Lease: Lease{TodoID: r.ID, Token: r.LeaseToken, Attempt: r.Attempts, ExpiresAt: r.LeaseExpiresAt}}, true, nil
 }
 
-// claimLookahead is how many ready ids firstReady reads ahead on a
-// prefetching store.
+// readyEntry is one entry of a queue's ready index: its key, and the id of
+// the todo it names.
+type readyEntry struct{ key, id string }
+
+// firstReady returns up to n entries of the queue's ready index, in claim
+// order (promote has moved every due one to ready), passing over those t
+// passed before, and whether the index holds no more that t can take now.
+//
+// In a row-locked transaction it locks exactly the entries it returns,
+// and — on a store whose reads are round trips (store.Prefetcher), on the
+// first call of a claim (first) in a group-commit batch (store.Grouped) —
+// one more for each function after it in the batch,
+// which are the batch's next claims as a rule: their scans take them
+// from the store's memory of this one, so the batch locks its rows in one
+// round trip. Nothing else is locked, so no other claimer skips a row
+// nobody will lease — except the few a batch's later function does not
+// take after all, which heldElsewhere keeps from passing for an empty
+// queue. On a store whose reads are round trips (store.Prefetcher) the
+// records of every entry locked are fetched in one round trip too.
+func (t *txn) firstReady(qkey string, n int, first bool) (_ []readyEntry, exhausted bool, _ error) {
+	want := n
+	ahead := 0
+	p, prefetch := t.tx.(store.Prefetcher)
+	if first && prefetch {
+		// Only where reads are round trips: elsewhere the next claim's
+		// own read costs less than reading ahead for it.
+		if gr, ok := t.tx.(store.Grouped); ok {
+			ahead = min(gr.Later(), claimLookahead)
+		}
+	}
+	// The entries passed over are read again (they are locked, not
+	// deleted): ask for that many more.
+	limit := want + ahead + len(t.passed)
+	var out []readyEntry
+	read := 0
+	prefix := idxKey(idxReady, qkey, "")
+	err := t.scanLocked(tIdx, []byte(prefix), prefixEnd(prefix), limit, func(k, v []byte) bool {
+		read++
+		if !t.passed[string(k)] {
+			out = append(out, readyEntry{key: string(k), id: string(v)})
+		}
+		return read < limit
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	exhausted = read < limit
+	if prefetch && len(out) > 1 {
+		keys := make([][]byte, len(out))
+		for i, e := range out {
+			keys[i] = []byte(e.id)
+		}
+		if err := p.Prefetch(tTodos, keys); err != nil {
+			return nil, false, err
+		}
+	}
+	return out[:min(want, len(out))], exhausted, nil
+}
+
+// claimLookahead bounds how many entries a claim locks for the claims
+// after it in its batch.
 const claimLookahead = 16
+
+// pass records that t locked the index entry key and left it.
+func (t *txn) pass(key string) {
+	if t.passed == nil {
+		t.passed = map[string]bool{}
+	}
+	t.passed[key] = true
+}
+
+// heldRow is a row of the todo index another transaction holds.
+type heldRow struct{ key []byte }
+
+// errHeld is what a claim's transaction returns (rolling back nothing of
+// substance: it leased nothing) when it found no work free but some held
+// by other transactions; the claim waits for the holder and looks again.
+var errHeld = errors.New("switchboard: work of the queue is held by another transaction")
+
+// heldElsewhere returns, in a row-locked transaction whose claim found
+// nothing free, an entry of the queue that is ready (or due, or a lease
+// that has lapsed) but that the claim could not lock: another transaction
+// holds it — a claimer that will lease it, or may not (it locked it for a
+// batch whose function did something else, or its connection is about to
+// fail) — or it was committed after the claim's locked reads. Until such
+// rows are gone the queue is not empty: the claim must not say so
+// (linearizability: a claim answers ErrQueueEmpty only if at some instant
+// of the call nothing was ready). It reads the ranges as committed now
+// (store.LatestScanner), so its "nothing" is such an instant. Elsewhere
+// (serializable transactions, which see everything and skip nothing) it
+// returns no row.
+func (t *txn) heldElsewhere(qkey string) (heldRow, error) {
+	ls, ok := t.locker.(store.LatestScanner)
+	if !ok {
+		return heldRow{}, nil
+	}
+	due := timeKey(t.now.Add(time.Nanosecond))
+	ready := idxKey(idxReady, qkey, "")
+	delayed := idxKey(idxDelayed, qkey, "")
+	leased := idxKey(idxLease, qkey, "")
+	for _, r := range [][2]string{{ready, string(prefixEnd(ready))}, {delayed, delayed + due}, {leased, leased + due}} {
+		var found []byte
+		err := ls.ScanLatest(tIdx, []byte(r[0]), []byte(r[1]), len(t.passed)+1, func(k, _ []byte) bool {
+			if t.passed[string(k)] {
+				return true
+			}
+			found = bytes.Clone(k)
+			return false
+		})
+		if err != nil || found != nil {
+			return heldRow{key: found}, err
+		}
+	}
+	return heldRow{}, nil
+}
+
+// waitHeld waits, in a transaction that holds nothing else, until the
+// transaction holding h lets go of it, and returns without changing
+// anything: the caller then looks at the queue again.
+func (s *Switchboard) waitHeld(ctx context.Context, h heldRow) error {
+	ls, ok := s.st.(store.LockingStore)
+	if !ok {
+		return nil
+	}
+	err := ls.UpdateLocked(store.Alone(ctx), func(tx store.Tx) error {
+		if l, ok := tx.(store.Locker); ok {
+			if _, err := l.GetLocked(tIdx, h.key); err != nil && !errors.Is(err, store.ErrNotFound) {
+				return err
+			}
+		}
+		return errHeld // ends the transaction, and its lock, writing nothing
+	})
+	if errors.Is(err, errHeld) {
+		return nil
+	}
+	return err
+}
 
 // recoverLeases re-queues (or dead-letters) todos in the queue whose lease
 // has expired.
 func (t *txn) recoverLeases(qkey string) error {
-	var ids []string
+	var keys []string
 	prefix := idxKey(idxLease, qkey, "")
 	end := prefix + timeKey(t.now.Add(time.Nanosecond))
 	if !t.anyIn(tIdx, []byte(prefix), []byte(end)) {
 		return nil
 	}
 	err := t.scanLocked(tIdx, []byte(prefix), []byte(end), 0, func(k, _ []byte) bool {
-		ids = append(ids, string(k[len(prefix)+8:]))
+		keys = append(keys, string(k))
 		return true
 	})
 	if err != nil {
 		return err
 	}
-	for _, id := range ids {
-		if err := t.expireLease(id); err != nil {
+	for _, k := range keys {
+		ended, err := t.expireLease(k[len(prefix)+8:])
+		if err != nil {
 			return err
+		}
+		if !ended {
+			t.pass(k)
 		}
 	}
 	return nil
 }
 
 // expireLease ends the expired lease on todo id: the attempt counts, and the
-// todo is queued again or, out of attempts, dead-lettered.
-func (t *txn) expireLease(id string) error {
+// todo is queued again or, out of attempts, dead-lettered. It reports
+// false if the todo had moved on (its lease is not the expired one).
+func (t *txn) expireLease(id string) (bool, error) {
 	r, err := t.todo(id)
 	if err != nil {
-		return err
+		return false, err
 	}
 	if r.State != TodoLeased || t.now.Before(r.LeaseExpiresAt) {
-		return nil // moved on since its entry was read (row-locked transactions only)
+		return false, nil // moved on since its entry was read (row-locked transactions only)
 	}
 	if r.Attempts >= r.MaxAttempts {
-		return t.endTodo(r, TodoDead, AttemptLeaseExpired, systemActor, "lease expired on the last attempt")
+		return true, t.endTodo(r, TodoDead, AttemptLeaseExpired, systemActor, "lease expired on the last attempt")
 	}
 	if err := t.requeue(r, t.now, AttemptLeaseExpired, ""); err != nil {
-		return err
+		return true, err
 	}
-	return t.emit(Event{Type: EventTodoLeaseExpired, Actor: systemActor, Todo: r.ID, Queue: r.address()})
+	return true, t.emit(Event{Type: EventTodoLeaseExpired, Actor: systemActor, Todo: r.ID, Queue: r.address()})
 }
 
 // requeue returns a leased todo to its queue, available at at, closing the
@@ -377,8 +519,9 @@ func (s *Switchboard) complete(ctx context.Context, c Auth, l Lease, result []by
 	if n > 0 {
 		update = s.updateLocked // it claims: see claimIn
 	}
+	var held heldRow
 	err := update(ctx, func(t *txn) error {
-		next = nil
+		next, held = nil, heldRow{}
 		g, r, err := s.leased(t, c, l, VerbComplete)
 		if err != nil {
 			return err
@@ -392,11 +535,23 @@ func (s *Switchboard) complete(ctx context.Context, c Auth, l Lease, result []by
 			return err
 		}
 		if n > 0 {
-			next, err = s.claimIn(t, g, r.QueueKey, n, lease)
+			if next, err = s.claimIn(t, g, r.QueueKey, n, lease); err == nil && len(next) == 0 {
+				held, err = t.heldElsewhere(r.QueueKey)
+			}
 		}
 		return err
 	})
-	return next, err
+	if err != nil || held.key == nil {
+		return next, err
+	}
+	// The completion stands; the queue's work was held by other
+	// transactions, so it is not empty yet: claim as Claim does, which
+	// waits for them. What that claim meets (the queue empty after all,
+	// the grant revoked since) is no failure of the completion.
+	if next, err = s.claim(ctx, c, res.Queue, n, &ClaimOptions{Lease: lease}); err != nil {
+		return nil, nil
+	}
+	return next, nil
 }
 
 // backoff is the delay before retry number attempt: 30 s × 2^(attempt−1),

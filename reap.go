@@ -53,7 +53,7 @@ func (s *Switchboard) Reap(ctx context.Context) (ReapStats, error) {
 			return err
 		}
 		for _, id := range leases {
-			if err := t.expireLease(id); err != nil {
+			if _, err := t.expireLease(id); err != nil {
 				return err
 			}
 		}

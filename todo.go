@@ -329,20 +329,21 @@ func (t *txn) promote(qkey string) error {
 	if !t.anyIn(tIdx, []byte(prefix), []byte(end)) {
 		return nil
 	}
-	var due []string
-	err := t.scanLocked(tIdx, []byte(prefix), []byte(end), maxPromote, func(_, v []byte) bool {
-		due = append(due, string(v))
+	var due []readyEntry
+	err := t.scanLocked(tIdx, []byte(prefix), []byte(end), maxPromote, func(k, v []byte) bool {
+		due = append(due, readyEntry{key: string(k), id: string(v)})
 		return true
 	})
 	if err != nil {
 		return err
 	}
-	for _, id := range due {
-		r, err := t.todo(id)
+	for _, e := range due {
+		r, err := t.todo(e.id)
 		if err != nil {
 			return err
 		}
 		if r.State != TodoQueued {
+			t.pass(e.key)
 			continue // moved on since its entry was read (row-locked transactions only)
 		}
 		if err := t.del(tIdx, delayedKey(r)); err != nil {

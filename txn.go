@@ -53,6 +53,10 @@ type txn struct {
 	// store.LockingStore: the claim path reads the rows it changes through
 	// it. nil in serializable transactions, where plain reads are safe.
 	locker store.Locker
+	// passed are the index keys a claim locked and left (the entry's
+	// todo had moved on): a locked scan returns them again, and they
+	// are not work another transaction holds (see heldElsewhere).
+	passed map[string]bool
 
 	events   []Event        // emitted, flushed into the log (or pending) at the end
 	log      *logState      // the audit log's state, once read

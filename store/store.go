@@ -54,8 +54,13 @@
 //     it takes, skipping rows others hold — how a queue on a database
 //     claims work without conflicting with every other claimer (SELECT …
 //     FOR UPDATE SKIP LOCKED). switchboard claims through it when present.
-//     The PostgreSQL store offers it, and [AheadLocker] (rows locked with
-//     the transaction's next read, not in a round trip of their own).
+//     The PostgreSQL store offers it, [AheadLocker] (rows locked with
+//     the transaction's next read, not in a round trip of their own) and
+//     [LatestScanner] (a range as last committed, so that a short locked
+//     scan can tell an empty range from rows others hold).
+//   - [Grouped] (on the Tx of a group-commit batch): how many functions
+//     of the batch follow this one, so a function may read ahead for
+//     them.
 //   - [Appender] (on the Tx): keys assigned by the store at commit and
 //     numbers unique across processes, for a backend whose write
 //     transactions run concurrently: switchboard then takes no counter
@@ -166,18 +171,48 @@ type Locker interface {
 	// other transaction holds locked (limit ≤ 0: no bound), each locked
 	// for the rest of this transaction; rows other transactions hold are
 	// skipped, not waited for. Every row read is locked, whether or not
-	// fn goes on past it: pass the limit the caller needs. A scan of a
-	// range this transaction scanned before may read and lock a few rows
-	// past limit, as a look-ahead for its later scans of the range; fn
-	// still sees at most limit. The first scan of a range with limit > 0
-	// reads its rows at one instant: every row committed before then with
-	// a key below the last one it returns is among them, unless another
-	// transaction holds it locked.
+	// fn goes on past it, and no row past the limit is: pass the limit
+	// the caller needs, since a row locked and left alone hides from
+	// every other transaction's ScanLocked until this one ends. A later
+	// scan of a range this transaction scanned before sees the rows it
+	// locked then (unless this transaction deleted them) before any it
+	// locks now. The first scan of a range with limit > 0 reads its rows
+	// at one instant: every row committed before then with a key below
+	// the last one it returns is among them, unless another transaction
+	// holds it locked.
 	ScanLocked(table string, start, end []byte, limit int, fn func(k, v []byte) bool) error
 	// GetLocked is Get, locking the row for the rest of this transaction
 	// and waiting for a transaction that holds it; it returns the row as
 	// that one left it.
 	GetLocked(table string, key []byte) ([]byte, error)
+}
+
+// LatestScanner is implemented by a Locker whose ScanLocked skips the rows
+// other transactions hold. ScanLatest is Scan over at most limit rows of
+// [start, end) (limit ≤ 0: no bound) as they are committed when it is
+// called — never recalled from an earlier read of this transaction —
+// merged with this transaction's own writes; it locks nothing and skips
+// nothing. A caller whose ScanLocked came back short tells with it "the
+// range is empty" (ScanLatest finds nothing either, at one instant) from
+// "others hold rows of it" (ScanLatest finds them: wait for their
+// holders, GetLocked in a transaction that holds nothing else, and look
+// again) — so that a queue never answers "empty" while work it could take
+// is merely locked by another claimer.
+type LatestScanner interface {
+	ScanLatest(table string, start, end []byte, limit int, fn func(k, v []byte) bool) error
+}
+
+// Grouped is implemented by the Tx a store hands each function of a
+// group-commit batch (several callers' functions run back to back in one
+// transaction). Later is how many functions the transaction runs after
+// this one — a hint for a function that locks rows for work it shares
+// with its batch (switchboard's claims lock rows for the claims after
+// them in the batch, so that one round trip serves the batch): Later is
+// zero outside a batch and for its last function. A function must not
+// depend on it for correctness: a later function may fail, or do
+// something else.
+type Grouped interface {
+	Later() int
 }
 
 // AheadLocker is implemented by a Locker whose reads are round trips:

@@ -36,6 +36,7 @@ import (
 var (
 	linRounds = flag.Int("lin.rounds", 2, "histories TestLinearizable records and checks")
 	linOps    = flag.Int("lin.ops", 25, "calls per client in each history of TestLinearizable")
+	linProcs  = flag.Int("lin.procs", 3, "processes (two clients each) in each history of TestLinearizable")
 )
 
 // linInput and linOutput are one recorded call.
@@ -183,10 +184,13 @@ func (s linState) revoke() string {
 
 // queueModel is the sequential specification: CreateFor deduplicates by
 // key and is refused after revocation; Claim leases a queued todo (which
-// one is the store's choice, and with concurrent claimers holding some an
-// empty answer is allowed); Complete succeeds exactly with the todo's
-// current lease; Revoke cancels the queued todos of the grant. A call
-// whose outcome is unknown may or may not have taken effect.
+// one is the store's choice) and answers empty exactly when no todo is
+// queued — other claims running at the same time excuse nothing: the
+// worker's grant may take every todo of the queue, so an empty answer is
+// legal only at an instant where the model holds none queued; Complete
+// succeeds exactly with the todo's current lease; Revoke cancels the
+// queued todos of the grant. A call whose outcome is unknown may or may
+// not have taken effect.
 var queueModel = porcupine.NondeterministicModel{
 	Init: func() []any { return []any{linState{todos: map[string]string{}}.String()} },
 	Step: func(state, input, output any) []any {
@@ -227,6 +231,11 @@ var queueModel = porcupine.NondeterministicModel{
 				}
 				return next
 			case out.Empty:
+				for _, v := range s.todos {
+					if v == "q" {
+						return nil // work was ready: "empty" is false
+					}
+				}
 				return []any{cur}
 			case s.todos[out.Key] == "q":
 				return []any{s.with(out.Key, "l"+out.Token)}
@@ -254,89 +263,99 @@ var queueModel = porcupine.NondeterministicModel{
 	DescribeOperation: func(input, output any) string { return fmt.Sprintf("%+v -> %+v", input, output) },
 }
 
-// TestLinearizable records concurrent histories from three processes (two
-// clients each) while the parent revokes the creating grant halfway and
-// terminates random database connections, and checks each with porcupine.
+// TestLinearizable records concurrent histories from three processes
+// (-lin.procs; two clients each) while the parent revokes the creating
+// grant partway through and terminates random database connections, and
+// checks each with porcupine against the exact model.
 func TestLinearizable(t *testing.T) {
 	for round := range *linRounds {
-		d := newDeployment(t, switchboard.Quotas{}, time.Second)
-		d.cfg.ApplicationName = "switchboard-lin"
-		grant, friend, worker := d.friend()
-		var procs []*proc
-		for range 3 {
-			procs = append(procs, d.start())
-		}
-		for i, p := range procs {
-			p.send(command{Op: "history", Cred: string(friend), Worker: string(worker), Workers: 2, N: *linOps, First: 1 + 2*i})
-		}
-		ctx, stopCuts := context.WithCancel(context.Background())
-		cuts := make(chan int, 1)
-		go func() { cuts <- cutConnections(ctx, t, d.cfg.DSN) }()
-
-		// The parent revokes the grant partway through: once the
-		// clients created a few todos and claimed one (a lease in the
-		// todo index, or an ended entry besides the approval's).
-		want := 5 + rand.IntN(*linOps)
-		require.Eventually(t, func() bool {
-			n, ended, leased := 0, 0, 0
-			require.NoError(t, d.st.View(context.Background(), func(tx store.Tx) error {
-				if err := tx.Scan("todo_index", []byte("e"), []byte("m"), func(k, _ []byte) bool {
-					switch k[0] {
-					case 'e':
-						ended++
-					case 'l':
-						leased++
-					}
-					return ended < 2 && leased < 1
-				}); err != nil {
-					return err
-				}
-				return tx.Scan("todos", nil, nil, func(_, _ []byte) bool { n++; return n < want })
-			}))
-			return n >= want && (ended >= 2 || leased >= 1)
-		}, time.Minute, time.Millisecond, "the clients create or claim nothing")
-		rev := linOp{Client: 0, In: linInput{Op: "revoke"}, Call: time.Now().UnixNano()}
-		if err := d.sb.Revoke(context.Background(), d.bob, grant.ID); err != nil {
-			rev.Out.Unknown = true
-		}
-		rev.Return = time.Now().UnixNano()
-
-		history := []linOp{rev}
-		for i, p := range procs {
-			a := p.recv()
-			require.Empty(t, a.Err, "process %d", i)
-			history = append(history, a.History...)
-		}
-		stopCuts()
-		n := <-cuts
-		var ops []porcupine.Operation
-		unknown, claimed := 0, 0
-		kinds := map[string]int{}
-		for _, o := range history {
-			kinds[fmt.Sprintf("%s %+v", o.In.Op, linOutput{Created: o.Out.Created, Empty: o.Out.Empty, Lost: o.Out.Lost, Refused: o.Out.Refused, Unknown: o.Out.Unknown})]++
-			ret := o.Return
-			if o.Out.Unknown {
-				unknown++
-				ret = 1 << 62 // it may take effect at any time after its call
-			}
-			if o.In.Op == "claim" && o.Out.Key != "" {
-				claimed++
-			}
-			ops = append(ops, porcupine.Operation{ClientId: o.Client, Input: o.In, Output: o.Out, Call: o.Call, Return: ret})
-		}
-		res, info := porcupine.CheckOperationsVerbose(queueModel.ToModel(), ops, 2*time.Minute)
-		if res != porcupine.Ok {
-			if dir := os.Getenv("LIN_DUMP"); dir != "" {
-				b, _ := json.MarshalIndent(history, "", " ")
-				_ = os.WriteFile(fmt.Sprintf("%s/history-%d.json", dir, round), b, 0o644)
-			}
-			path := fmt.Sprintf("%s/linearizability-%d.html", t.TempDir(), round)
-			_ = porcupine.VisualizePath(queueModel.ToModel(), info, path)
-			t.Fatalf("round %d: history of %d calls is %s (visualization: %s)", round, len(ops), res, path)
-		}
-		t.Logf("round %d: %d calls linearizable (%d claims, %d with unknown outcome, %d connections cut): %v", round, len(ops), claimed, unknown, n, kinds)
-		require.Positive(t, claimed, "the history claimed nothing: it tested little")
+		// A subtest per history, so that each one's processes and
+		// connections are gone before the next begins.
+		t.Run(fmt.Sprint("history", round), func(t *testing.T) { linearizableRound(t, round) })
 	}
+}
+
+// linearizableRound records and checks one history.
+func linearizableRound(t *testing.T, round int) {
+	d := newDeployment(t, switchboard.Quotas{}, time.Second)
+	d.cfg.ApplicationName = "switchboard-lin"
+	grant, friend, worker := d.friend()
+	var procs []*proc
+	for range *linProcs {
+		procs = append(procs, d.start())
+	}
+	for i, p := range procs {
+		p.send(command{Op: "history", Cred: string(friend), Worker: string(worker), Workers: 2, N: *linOps, First: 1 + 2*i})
+	}
+	ctx, stopCuts := context.WithCancel(context.Background())
+	cuts := make(chan int, 1)
+	go func() { cuts <- cutConnections(ctx, t, d.cfg.DSN) }()
+
+	// The parent revokes the grant partway through: once the
+	// clients created todos — as many as a client makes calls, so
+	// that claims meet a queue holding work for a while — and
+	// claimed one (a lease in the todo index, or an ended entry
+	// besides the approval's).
+	want := *linOps + rand.IntN(*linOps/2+1)
+	require.Eventually(t, func() bool {
+		n, ended, leased := 0, 0, 0
+		require.NoError(t, d.st.View(context.Background(), func(tx store.Tx) error {
+			if err := tx.Scan("todo_index", []byte("e"), []byte("m"), func(k, _ []byte) bool {
+				switch k[0] {
+				case 'e':
+					ended++
+				case 'l':
+					leased++
+				}
+				return ended < 2 && leased < 1
+			}); err != nil {
+				return err
+			}
+			return tx.Scan("todos", nil, nil, func(_, _ []byte) bool { n++; return n < want })
+		}))
+		return n >= want && (ended >= 2 || leased >= 1)
+	}, time.Minute, time.Millisecond, "the clients create or claim nothing")
+	rev := linOp{Client: 0, In: linInput{Op: "revoke"}, Call: time.Now().UnixNano()}
+	if err := d.sb.Revoke(context.Background(), d.bob, grant.ID); err != nil {
+		rev.Out.Unknown = true
+	}
+	rev.Return = time.Now().UnixNano()
+
+	history := []linOp{rev}
+	for i, p := range procs {
+		a := p.recv()
+		require.Empty(t, a.Err, "process %d", i)
+		history = append(history, a.History...)
+	}
+	stopCuts()
+	n := <-cuts
+	var ops []porcupine.Operation
+	unknown, claimed := 0, 0
+	kinds := map[string]int{}
+	for _, o := range history {
+		kinds[fmt.Sprintf("%s %+v", o.In.Op, linOutput{Created: o.Out.Created, Empty: o.Out.Empty, Lost: o.Out.Lost, Refused: o.Out.Refused, Unknown: o.Out.Unknown})]++
+		ret := o.Return
+		if o.Out.Unknown {
+			unknown++
+			ret = 1 << 62 // it may take effect at any time after its call
+		}
+		if o.In.Op == "claim" && o.Out.Key != "" {
+			claimed++
+		}
+		ops = append(ops, porcupine.Operation{ClientId: o.Client, Input: o.In, Output: o.Out, Call: o.Call, Return: ret})
+	}
+	res, info := porcupine.CheckOperationsVerbose(queueModel.ToModel(), ops, 2*time.Minute)
+	if res != porcupine.Ok {
+		if dir := os.Getenv("LIN_DUMP"); dir != "" {
+			b, _ := json.MarshalIndent(history, "", " ")
+			_ = os.WriteFile(fmt.Sprintf("%s/history-%d.json", dir, round), b, 0o644)
+		}
+		path := fmt.Sprintf("%s/linearizability-%d.html", t.TempDir(), round)
+		_ = porcupine.VisualizePath(queueModel.ToModel(), info, path)
+		t.Fatalf("round %d: history of %d calls is %s (visualization: %s)", round, len(ops), res, path)
+	}
+	t.Logf("round %d: %d calls linearizable (%d claims, %d with unknown outcome, %d connections cut): %v", round, len(ops), claimed, unknown, n, kinds)
+	require.Positive(t, claimed, "the history claimed nothing: it tested little")
 }
 
 // cutConnections terminates a random busy connection of the test's

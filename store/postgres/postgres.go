@@ -252,11 +252,12 @@ func (s *Store) queriesFor(name string) *queries {
 const numberBlock = 64
 
 var (
-	_ store.Store        = (*Store)(nil)
-	_ store.Watcher      = (*Store)(nil)
-	_ store.LockingStore = (*Store)(nil)
-	_ store.Appender     = (*reader)(nil)
-	_ store.Locker       = (*reader)(nil)
+	_ store.Store         = (*Store)(nil)
+	_ store.Watcher       = (*Store)(nil)
+	_ store.LockingStore  = (*Store)(nil)
+	_ store.Appender      = (*reader)(nil)
+	_ store.Locker        = (*reader)(nil)
+	_ store.LatestScanner = (*reader)(nil)
 )
 
 var identifier = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,40}$`)
@@ -1239,20 +1240,20 @@ type lockedRange struct {
 	done bool
 }
 
-// lockAhead is the fewest rows ScanLocked reads and locks at once past
-// the rows a transaction already locked in a range.
-const lockAhead = 16
+// lockPage is how many rows an unbounded ScanLocked reads and locks at
+// first (then more at a time).
+const lockPage = 16
 
 // ScanLocked is store.Locker's: rows locked with FOR UPDATE SKIP LOCKED,
 // the first limit rows of a range in one statement (with no limit, in
-// pages of 16 rows first, growing). The rows a transaction locked in a
-// range are read again from memory by its later scans of the range (the
-// rows are its own until it ends; the overlays above hide those it
-// deleted), and only what lies past them is fetched — at least lockAhead
-// rows at a time, so that the claims of one batch, each taking the first
-// ready row the ones before it left, cost one round trip per lockAhead
-// claims rather than one each. In a serializable transaction it is a
-// plain Scan.
+// pages of 16 rows first, growing), and never a row more than limit: a
+// row locked and not taken would hide from every other claimer until the
+// transaction ends. The rows a transaction locked in a range are read
+// again from memory by its later scans of the range (the rows are its
+// own until it ends; the overlays above hide those it deleted), and only
+// what lies past them is fetched: the claims of one batch share one
+// round trip when the first asks for all of them (see store.Grouped). In
+// a serializable transaction it is a plain Scan.
 func (r *reader) ScanLocked(table string, start, end []byte, limit int, fn func(k, v []byte) bool) error {
 	if !r.locking {
 		n := 0
@@ -1291,20 +1292,13 @@ func (r *reader) ScanLocked(table string, start, end []byte, limit int, fn func(
 		last := lr.rows[n-1][0]
 		start = append(append(make([]byte, 0, len(last)+1), last...), 0)
 	}
-	page := lockAhead
+	page := lockPage
 	for {
 		fetch := page
 		if left > 0 {
-			// A bounded scan reads all it may return in one statement:
-			// one snapshot (store.Locker's contract).
+			// A bounded scan reads all it may return in one statement
+			// (one snapshot: store.Locker's contract), and no more.
 			fetch = left
-			if len(lr.rows) > 0 {
-				// A later scan of the range that needs a row or two
-				// past what the earlier ones locked (the overlays hide
-				// what they took) locks the next lockAhead, for the
-				// scans after it.
-				fetch = max(fetch, lockAhead)
-			}
 		}
 		var rows [][][]byte
 		var err error
@@ -1329,6 +1323,44 @@ func (r *reader) ScanLocked(table string, start, end []byte, limit int, fn func(
 			}
 		}
 		if lr.done {
+			return nil
+		}
+		last := rows[len(rows)-1][0]
+		start = append(append(make([]byte, 0, len(last)+1), last...), 0)
+		page = min(4*page, 1024)
+	}
+}
+
+// ScanLatest is store.LatestScanner's: the range as committed now (in a
+// row-locked transaction each statement reads the latest commits), in
+// pages as Scan reads, but never recalled from, nor remembered for, any
+// other read of the transaction. It locks nothing. In a serializable or
+// read-only transaction it reads the transaction's snapshot.
+func (r *reader) ScanLatest(table string, start, end []byte, limit int, fn func(k, v []byte) bool) error {
+	if start == nil {
+		start = []byte{}
+	}
+	page, n := 16, 0
+	if limit > 0 {
+		page = min(limit, 1024)
+	}
+	for {
+		rows, err := r.rows(r.s.queriesFor(table).scan, table, start, page)
+		if err != nil {
+			return fmt.Errorf("postgres: scan: %w", err)
+		}
+		for _, kv := range rows {
+			if end != nil && bytes.Compare(kv[0], end) >= 0 {
+				return nil
+			}
+			if !fn(kv[0], kv[1]) {
+				return nil
+			}
+			if n++; limit > 0 && n >= limit {
+				return nil
+			}
+		}
+		if len(rows) < page {
 			return nil
 		}
 		last := rows[len(rows)-1][0]

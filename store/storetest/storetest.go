@@ -762,7 +762,128 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store, opts ...Option) 
 			t.Fatal(err)
 		}
 	})
+
+	// A bounded ScanLocked locks its limit and not a row more: another
+	// transaction's locked scan, meanwhile, takes every row past it. What
+	// one holds, the other's ScanLocked skips and its ScanLatest
+	// (store.LatestScanner) still sees — as committed when it is called,
+	// not as an earlier read of the transaction found it — while the rows
+	// the transaction itself deleted stay hidden.
+	t.Run("LockedScansLeaveTheRest", func(t *testing.T) {
+		s := open(t)
+		ls, ok := s.(store.LockingStore)
+		if !ok {
+			t.Skip("backend does not offer store.LockingStore")
+		}
+		key := func(i int) string { return fmt.Sprintf("r%02d", i) }
+		mustUpdate(t, s, func(tx store.Tx) error {
+			for i := 1; i <= 6; i++ {
+				if err := tx.Put("q", []byte(key(i)), []byte("v")); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		scanKeys := func(tx store.Tx, limit int) ([]string, error) {
+			var got []string
+			err := tx.(store.Locker).ScanLocked("q", []byte("r"), []byte("s"), limit, func(k, _ []byte) bool {
+				got = append(got, string(k))
+				return true
+			})
+			return got, err
+		}
+		holding, release := make(chan []string), make(chan struct{})
+		holder := make(chan error, 1)
+		go func() {
+			holder <- ls.UpdateLocked(store.Alone(ctx), func(tx store.Tx) error {
+				// Two claims in one transaction: each takes the first
+				// row of the range the ones before it left.
+				got, err := scanKeys(tx, 1)
+				if err == nil && len(got) == 1 {
+					err = tx.Delete("q", []byte(got[0]))
+				}
+				var more []string
+				if err == nil {
+					more, err = scanKeys(tx, 1)
+				}
+				if err != nil {
+					close(holding)
+					return err
+				}
+				holding <- append(got, more...)
+				<-release
+				return errors.New("roll back")
+			})
+		}()
+		held, ok := <-holding
+		if !ok {
+			t.Fatal(<-holder)
+		}
+		if !slices.Equal(held, []string{key(1), key(2)}) {
+			close(release)
+			t.Fatalf("two ScanLocked with limit 1 read %q", held)
+		}
+		err := ls.UpdateLocked(store.Alone(ctx), func(tx store.Tx) error {
+			got, err := scanKeys(tx, 10)
+			if err != nil {
+				return err
+			}
+			if len(got) > 0 && got[0] == key(1) {
+				return errSerializableLocks
+			}
+			if want := []string{key(3), key(4), key(5), key(6)}; !slices.Equal(got, want) {
+				return fmt.Errorf("a locked scan beside two that locked a row each read %q, want %q: rows past a limit were locked", got, want)
+			}
+			latest, ok := tx.(store.LatestScanner)
+			if !ok {
+				return nil // optional
+			}
+			// The transaction deletes one of its rows, and another row
+			// is committed after its reads.
+			if err := tx.Delete("q", []byte(key(3))); err != nil {
+				return err
+			}
+			if err := s.Update(ctx, func(tx store.Tx) error { return tx.Put("q", []byte(key(0)), []byte("late")) }); err != nil {
+				return err
+			}
+			var seen []string
+			if err := latest.ScanLatest("q", []byte("r"), []byte("s"), 0, func(k, _ []byte) bool {
+				seen = append(seen, string(k))
+				return true
+			}); err != nil {
+				return err
+			}
+			if want := []string{key(0), key(1), key(2), key(4), key(5), key(6)}; !slices.Equal(seen, want) {
+				return fmt.Errorf("ScanLatest read %q, want %q: the rows others hold, the row committed since, not the row deleted here", seen, want)
+			}
+			seen = nil
+			if err := latest.ScanLatest("q", []byte("r"), []byte("s"), 2, func(k, _ []byte) bool {
+				seen = append(seen, string(k))
+				return true
+			}); err != nil {
+				return err
+			}
+			if want := []string{key(0), key(1)}; !slices.Equal(seen, want) {
+				return fmt.Errorf("ScanLatest with limit 2 read %q, want %q", seen, want)
+			}
+			return errors.New("roll back")
+		})
+		close(release)
+		if hErr := <-holder; hErr == nil || !strings.HasSuffix(hErr.Error(), "roll back") {
+			t.Fatal(hErr)
+		}
+		if errors.Is(err, errSerializableLocks) {
+			t.Skip("the store's UpdateLocked is serializable: its locked reads skip nothing")
+		}
+		if err == nil || !strings.HasSuffix(err.Error(), "roll back") {
+			t.Fatal(err)
+		}
+	})
 }
+
+// errSerializableLocks ends a test of row locks on a store whose locked
+// reads are plain reads in a serializable transaction.
+var errSerializableLocks = errors.New("locked reads skip nothing")
 
 func mustUpdate(t *testing.T, s store.Store, fn func(store.Tx) error) {
 	t.Helper()

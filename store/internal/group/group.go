@@ -190,13 +190,14 @@ func (g *Committer) commit(batch []*call) {
 		return
 	}
 	err := g.txn(context.Background(), func(base store.Tx) error {
-		for _, c := range batch {
+		for i, c := range batch {
 			c.err, c.panic = nil, nil // txn may run this more than once
 			if err := c.ctx.Err(); err != nil {
 				c.err = fmt.Errorf("%s: update: %w", g.name, err)
 				continue
 			}
 			ov := overlay.New(base)
+			ov.SetLater(len(batch) - 1 - i)
 			if c.err = run(c, func() error { return c.fn(ov.Exposed()) }); c.err != nil || c.panic != nil {
 				continue // undone alone: its overlay is dropped
 			}

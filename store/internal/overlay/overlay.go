@@ -23,6 +23,9 @@ type Tx struct {
 	appends []appended
 	// inserted are the keys last written by Insert.
 	inserted map[tableKey]bool
+	// later is how many functions of its batch run after this overlay's
+	// (store.Grouped).
+	later int
 }
 
 // tableKey names a row: its table and key.
@@ -36,10 +39,19 @@ type appended struct {
 var (
 	_ store.Tx       = (*Tx)(nil)
 	_ store.Inserter = (*Tx)(nil)
+	_ store.Grouped  = (*Tx)(nil)
 )
 
 // New returns an overlay over base.
 func New(base store.Tx) *Tx { return &Tx{base: base, writes: map[string]map[string][]byte{}} }
+
+// SetLater records how many functions of a group-commit batch run after
+// the one this overlay is handed to: what Later returns.
+func (t *Tx) SetLater(n int) { t.later = n }
+
+// Later is store.Grouped's: every overlay, and every Tx Exposed returns,
+// answers it (zero outside a batch).
+func (t *Tx) Later() int { return t.later }
 
 // Get returns the overlay's value for key, else the base's.
 func (t *Tx) Get(table string, key []byte) ([]byte, error) {
@@ -227,6 +239,33 @@ func (t lockingTx) GetLocked(table string, key []byte) ([]byte, error) {
 		return bytes.Clone(v), nil
 	}
 	return t.l.GetLocked(table, key)
+}
+
+// ScanLatest is store.LatestScanner's: the base's latest rows (a plain
+// Scan where the base's locked reads offer nothing fresher) merged with
+// the overlay's writes, so rows this transaction deleted stay hidden.
+func (t lockingTx) ScanLatest(table string, start, end []byte, limit int, fn func(k, v []byte) bool) error {
+	scan := t.base.Scan
+	if ls, ok := t.l.(store.LatestScanner); ok {
+		// As for ScanLocked: the base returns the rows this
+		// transaction deleted too, so it is asked for that many more.
+		baseLimit := limit
+		if limit > 0 {
+			for k, v := range t.writes[table] {
+				if v == nil && (start == nil || k >= string(start)) && (end == nil || k < string(end)) {
+					baseLimit++
+				}
+			}
+		}
+		scan = func(table string, start, end []byte, fn func(k, v []byte) bool) error {
+			return ls.ScanLatest(table, start, end, baseLimit, fn)
+		}
+	}
+	n := 0
+	return t.merge(table, start, end, func(k, v []byte) bool {
+		n++
+		return fn(k, v) && (limit <= 0 || n < limit)
+	}, scan)
 }
 
 // lockingAheadTx adds the base's store.AheadLocker: the overlay's writes
