@@ -10,12 +10,11 @@
 // stable code of switchboard.StatusOf ("not_found: …"); a queue or todo the
 // grant may not address reads exactly like one that does not exist.
 //
-// Over streamable HTTP, Handler checks the bearer credential of a request
-// that opens a session (401 with a Bearer challenge and a JSON error
-// otherwise, see Handler); the agent's switchboard credential is its bearer
-// token. For a grant bound to a key, the agent sends it as a DPoP token
-// with a proof of every request (RFC 9449), which Handler checks and
-// spends. Verifier is the bearer check for the SDK's own middleware, for a
+// Over streamable HTTP, Handler authenticates every request and binds each
+// session to the credential that opened it (see Handler); the agent's
+// switchboard credential is its bearer token. For a grant bound to a key,
+// the agent sends it as a DPoP token with a proof of every request (RFC
+// 9449), which Handler checks and spends. Verifier is the bearer check for the SDK's own middleware, for a
 // host that prefers it. Over stdio or in memory, set Options.Credential.
 //
 // This package is its own module so that the MCP SDK's dependencies reach
@@ -24,6 +23,8 @@ package mcptools
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -193,25 +194,33 @@ func newServer(sb *switchboard.Switchboard, opts *Options) (*mcp.Server, *handle
 // "invalid_dpop_proof" (or "use_dpop_nonce" and a DPoP-Nonce header when
 // the host requires server nonces).
 //
-// A bearer request that opens a session (no Mcp-Session-Id) without a
-// valid credential is answered 401 with WWW-Authenticate: Bearer —
-// error="invalid_token" for a credential that is unknown, revoked or
-// expired, error="invalid_request" for a malformed header, no error for
-// none (RFC 6750 §3) — or, when the credential's grant is bound to a key,
-// with a DPoP challenge (error="invalid_token": it needs a proof). Each
-// answer carries the JSON body every switchboard host answers errors with:
-// {"error":{"code":"unauthenticated","message":"…"}}. Within an open
-// session a credential revoked or expired meanwhile reaches the tools, and
-// each call fails as an MCP tool error ("unauthenticated: …") the client
-// reads like any other refusal, instead of an HTTP error the MCP client
-// would throw. Every tool call authenticates its own request's credential.
+// Every request is authenticated, and a session belongs to the
+// credential (and, for DPoP, the key) that opened it. A bearer request
+// that opens a session (no Mcp-Session-Id), and every GET (the session's
+// stream) and DELETE (its end), must carry a valid credential, else it is
+// answered 401 with WWW-Authenticate: Bearer — error="invalid_token" for
+// a credential that is unknown, revoked or expired, error=
+// "invalid_request" for a malformed header, no error for none (RFC 6750
+// §3) — or, when the credential's grant is bound to a key, with a DPoP
+// challenge (error="invalid_token": it needs a proof). Each answer
+// carries the JSON body every switchboard host answers errors with:
+// {"error":{"code":"unauthenticated","message":"…"}}. A request naming a
+// session with any credential but the one that opened it — another
+// grant's, a revoked one, any other string, or the same one sent without
+// its key's proofs — is refused (403, or 404 for a session that does not
+// exist) and leaves the session as it was. A POST of a session with its
+// own credential, revoked or expired since the session opened, reaches
+// the tools, and each call fails as an MCP tool error
+// ("unauthenticated: …") the client reads like any other refusal,
+// instead of an HTTP error the MCP client would throw. Every tool call
+// authenticates its own request's credential.
 func Handler(sb *switchboard.Switchboard, opts *Options) http.Handler {
 	srv, hs := newServer(sb, opts)
 	var so *mcp.StreamableHTTPOptions
 	if opts != nil {
 		so = opts.Stream
 	}
-	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, so)
+	h := bindSessions(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, so))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		authz := r.Header.Get("Authorization")
 		if authz == "" {
@@ -219,6 +228,7 @@ func Handler(sb *switchboard.Switchboard, opts *Options) http.Handler {
 			return
 		}
 		f := strings.Fields(authz)
+		var owner string // what the session this request opens or uses is bound to
 		switch {
 		case len(f) == 2 && strings.EqualFold(f[0], "dpop"):
 			proofs := r.Header.Values("DPoP")
@@ -246,10 +256,19 @@ func Handler(sb *switchboard.Switchboard, opts *Options) http.Handler {
 			// by the proof they came with (spent here, so unique).
 			hs.proven.Store(proofs[0], proven)
 			defer hs.proven.Delete(proofs[0])
+			owner = sessionOwner("dpop", f[1], proven.KeyThumbprint())
 		case len(f) != 2 || !strings.EqualFold(f[0], "bearer"):
 			unauthorized(w, "invalid_request", "the Authorization header is not Bearer or DPoP and a credential")
 			return
-		case r.Header.Get("Mcp-Session-Id") == "":
+		default:
+			owner = sessionOwner("bearer", f[1], "")
+			if r.Header.Get("Mcp-Session-Id") != "" && r.Method == http.MethodPost {
+				// A message of a session this credential opened (the
+				// binding below refuses any other): its tool calls
+				// authenticate it, so a credential revoked since the
+				// session opened meets a tool error there.
+				break
+			}
 			if _, err := sb.Authenticate(r.Context(), switchboard.Credential(f[1])); err != nil {
 				if st := switchboard.StatusOf(err); st.HTTP >= 500 {
 					serverError(w, st, "the credential could not be checked")
@@ -263,8 +282,50 @@ func Handler(sb *switchboard.Switchboard, opts *Options) http.Handler {
 				return
 			}
 		}
+		h.ServeHTTP(w, withOwner(r, owner))
+	})
+}
+
+// sessionOwner is what a session is bound to: how its credential is
+// presented, the credential's SHA-256 (never the credential itself) and,
+// for DPoP, the thumbprint of the key its proofs are signed with.
+func sessionOwner(scheme, cred, jkt string) string {
+	sum := sha256.Sum256([]byte(cred))
+	return scheme + ":" + hex.EncodeToString(sum[:]) + ":" + jkt
+}
+
+type ownerKey struct{}
+type authzKey struct{}
+
+// withOwner is r, carrying owner as its bearer token for bindSessions (its
+// own Authorization header is put back before the MCP handler sees it).
+func withOwner(r *http.Request, owner string) *http.Request {
+	r = r.Clone(context.WithValue(context.WithValue(r.Context(), ownerKey{}, owner), authzKey{}, r.Header.Get("Authorization")))
+	r.Header.Set("Authorization", "Bearer "+owner)
+	return r
+}
+
+// bindSessions gives each request the identity its session is bound to.
+// The SDK's streamable handler binds a session to the auth.TokenInfo
+// UserID of the request that opened it and refuses every later request
+// of the session — POST, GET and DELETE — whose UserID differs (403), and
+// auth.RequireBearerToken is how a request gets a TokenInfo: the request
+// reaches it with its owner (sessionOwner) as its bearer token, and its
+// own Authorization header is restored for the tools, which act with it.
+func bindSessions(h http.Handler) http.Handler {
+	restore := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Header.Set("Authorization", r.Context().Value(authzKey{}).(string))
 		h.ServeHTTP(w, r)
 	})
+	return auth.RequireBearerToken(func(ctx context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
+		owner, _ := ctx.Value(ownerKey{}).(string)
+		if owner == "" || token != owner {
+			return nil, fmt.Errorf("%w: no credential", auth.ErrInvalidToken)
+		}
+		// Every request is authenticated again: the expiry only
+		// satisfies the middleware.
+		return &auth.TokenInfo{UserID: owner, Expiration: time.Now().Add(time.Hour)}, nil
+	}, nil)(restore)
 }
 
 func serverError(w http.ResponseWriter, st switchboard.Status, msg string) {

@@ -443,3 +443,156 @@ func TestDPoPNonceOverHTTP(t *testing.T) {
 	_, errText := call(t, s, "create_for", map[string]any{"queue": "inbox", "kind": "k"})
 	require.Empty(t, errText)
 }
+
+// sessionRequest sends one raw HTTP request of an MCP session: a POST of a
+// tools/list message, a GET of the session's stream or a DELETE ending it,
+// with the Authorization header authz (none if empty) and, if proof is not
+// empty, a DPoP header. It returns the status.
+func sessionRequest(t *testing.T, url, method, session, authz, proof string) int {
+	t.Helper()
+	var body *strings.Reader
+	if method == http.MethodPost {
+		body = strings.NewReader(`{"jsonrpc":"2.0","id":99,"method":"tools/list"}`)
+	} else {
+		body = strings.NewReader("")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, method, url, body)
+	require.NoError(t, err)
+	req.Header.Set("Mcp-Session-Id", session)
+	req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+	if method == http.MethodPost {
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+	} else {
+		req.Header.Set("Accept", "text/event-stream")
+	}
+	if authz != "" {
+		req.Header.Set("Authorization", authz)
+	}
+	if proof != "" {
+		req.Header.Set("DPoP", proof)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close() // a GET's stream stays open otherwise
+	return resp.StatusCode
+}
+
+// sessionTransfer makes every request of an official MCP client carry
+// another session's id once its own session is open: a client trying to
+// take over that session with its own credential.
+type sessionTransfer struct {
+	session string
+	rt      http.RoundTripper
+}
+
+func (s sessionTransfer) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Header.Get("Mcp-Session-Id") != "" {
+		r = r.Clone(r.Context())
+		r.Header.Set("Mcp-Session-Id", s.session)
+	}
+	return s.rt.RoundTrip(r)
+}
+
+// A session belongs to the credential (and key) that opened it. Every
+// other credential — another grant's, a revoked one, a junk string, none,
+// the bound credential without its key — is refused on every method (401,
+// 403 or 404), through raw HTTP and through the official client, and the
+// session goes on as if nothing was tried: its own client still lists
+// and calls tools. Its own credential, revoked, still meets tool errors
+// on POST, and GET and DELETE are authenticated like the opening request.
+func TestSessionBelongsToItsCredential(t *testing.T) {
+	k := switchboardtest.NewKit(t, nil)
+	for _, p := range [][2]string{{"alice", "alice-bot"}, {"bob", "bob-desk"}, {"carol", "carol-bot"}, {"dave", "dave-bot"}, {"erin", "erin-bot"}} {
+		k.Publish(p[0], p[1])
+	}
+	aliceGrant, alice := k.Friend("alice-bot", "bob-desk", inbox)
+	_, carol := k.Friend("carol-bot", "bob-desk", inbox)
+	daveGrant, dave := k.Friend("dave-bot", "bob-desk", inbox)
+	require.NoError(t, k.SB.Revoke(context.Background(), k.Human("bob"), daveGrant.ID))
+	key, err := switchboardtest.NewProofKey("ES256")
+	require.NoError(t, err)
+	_, erin := k.BoundFriend("erin-bot", "bob-desk", inbox, key)
+	srv := httptest.NewUnstartedServer(nil)
+	srv.Start()
+	t.Cleanup(srv.Close)
+	srv.Config.Handler = mcptools.Handler(k.SB, &mcptools.Options{URL: srv.URL})
+
+	s := connect(t, srv.URL, alice)
+	id := s.ID()
+	require.NotEmpty(t, id)
+	works := func(what string) {
+		t.Helper()
+		_, e := call(t, s, "list_todos", map[string]any{"queue": "inbox"})
+		require.Empty(t, e, "after %s, the session's own client is refused", what)
+	}
+	works("opening")
+
+	other, err := switchboardtest.NewProofKey("ES256")
+	require.NoError(t, err)
+	intruders := map[string]func(method string) (authz, proof string){
+		"another grant's credential": func(string) (string, string) { return "Bearer " + string(carol), "" },
+		"a revoked credential":       func(string) (string, string) { return "Bearer " + string(dave), "" },
+		"a junk string":              func(string) (string, string) { return "Bearer sbg_" + strings.Repeat("x", 43), "" },
+		"a non-switchboard string":   func(string) (string, string) { return "Bearer hello", "" },
+		"no credential":              func(string) (string, string) { return "", "" },
+		"a bound grant's DPoP": func(m string) (string, string) {
+			return "DPoP " + string(erin), key.Proof(m, srv.URL, string(erin), time.Now()).JWT
+		},
+		"the session's credential as DPoP with a stranger's key": func(m string) (string, string) {
+			return "DPoP " + string(alice), other.Proof(m, srv.URL, string(alice), time.Now()).JWT
+		},
+	}
+	for name, as := range intruders {
+		for _, m := range []string{http.MethodPost, http.MethodGet, http.MethodDelete} {
+			authz, proof := as(m)
+			code := sessionRequest(t, srv.URL, m, id, authz, proof)
+			assert.Contains(t, []int{401, 403, 404}, code, "%s with %s answered %d", m, name, code)
+		}
+		works(name)
+	}
+
+	// The official client, with its own valid credential, taking over the
+	// session by its id: every call fails, and the session is untouched.
+	c := mcp.NewClient(&mcp.Implementation{Name: "intruder", Version: "1"}, nil)
+	taken, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: srv.URL,
+		HTTPClient: &http.Client{Transport: sessionTransfer{id, bearer{string(carol), http.DefaultTransport}}}, MaxRetries: -1}, nil)
+	if err == nil {
+		_, err = taken.ListTools(context.Background(), nil)
+		assert.Error(t, err, "another grant's client used the session")
+		_, err = taken.CallTool(context.Background(), &mcp.CallToolParams{Name: "list_todos", Arguments: map[string]any{"queue": "inbox"}})
+		assert.Error(t, err, "another grant's client called a tool in the session")
+		_ = taken.Close() // its DELETE carries the session's id: refused too
+	}
+	works("a transfer with the official client")
+
+	// The session's own credential reaches its stream (409: the client
+	// holds the session's one stream already).
+	assert.Contains(t, []int{200, 409}, sessionRequest(t, srv.URL, http.MethodGet, id, "Bearer "+string(alice), ""))
+
+	// Revoked mid-session: its POSTs reach the tools, which refuse each
+	// call as a tool error; GET and DELETE are refused at the door.
+	require.NoError(t, k.SB.Revoke(context.Background(), k.Human("bob"), aliceGrant.ID))
+	res, err := s.CallTool(context.Background(), &mcp.CallToolParams{Name: "list_todos", Arguments: map[string]any{"queue": "inbox"}})
+	require.NoError(t, err)
+	require.True(t, res.IsError)
+	assert.True(t, strings.HasPrefix(res.Content[0].(*mcp.TextContent).Text, "unauthenticated: "))
+	assert.Equal(t, 401, sessionRequest(t, srv.URL, http.MethodGet, id, "Bearer "+string(alice), ""))
+	assert.Equal(t, 401, sessionRequest(t, srv.URL, http.MethodDelete, id, "Bearer "+string(alice), ""))
+}
+
+// A session's own live credential ends it with DELETE; the session is gone.
+func TestSessionEndsWithItsCredential(t *testing.T) {
+	k := switchboardtest.NewKit(t, nil)
+	k.Publish("alice", "alice-bot")
+	k.Publish("bob", "bob-desk")
+	_, cred := k.Friend("alice-bot", "bob-desk", inbox)
+	srv := httptest.NewServer(mcptools.Handler(k.SB, nil))
+	t.Cleanup(srv.Close)
+	s := connect(t, srv.URL, cred)
+	assert.Equal(t, 204, sessionRequest(t, srv.URL, http.MethodDelete, s.ID(), "Bearer "+string(cred), ""))
+	assert.Equal(t, 404, sessionRequest(t, srv.URL, http.MethodPost, s.ID(), "Bearer "+string(cred), ""))
+}
+
