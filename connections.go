@@ -197,7 +197,11 @@ func (s *Switchboard) GrantTodos(ctx context.Context, human Human, grantID strin
 				return false, err
 			}
 			if r.QueueKey != webhookQueue && (o.State == "" || r.State == o.State) {
-				out = append(out, r.Todo)
+				if human == g.Grantor {
+					out = append(out, r.Todo) // the queue's owner sees all
+				} else {
+					out = append(out, seenBy(g, r)) // the friend's human, as its agent sees it
+				}
 			}
 			return len(out) < o.Limit, nil
 		}, idxKey(idxGrant, grantID, ""))

@@ -58,6 +58,23 @@
 // non-transitive: a queue, todo, edge or persona outside what a caller may
 // see is [ErrNotFound], worded exactly like one that does not exist — for
 // every verb, including a todo id whose verb the grant does not hold.
+//
+// Non-transitive covers what a friend sees, not only which records. A
+// friend grant holding the drain verbs (claim, complete, …) works every
+// todo of its queue, whoever sent it, but a todo it receives — from
+// [Switchboard.Claim], [Switchboard.ClaimN], [Switchboard.CompleteAndClaim],
+// [Switchboard.Work], [Switchboard.Get], [Switchboard.List],
+// [Switchboard.CreateFor], the MCP tools, its webhook's deliveries or
+// [Switchboard.GrantTodos] for the friend's human — names no other party.
+// A todo it did not create has a zero [Origin], no DedupKey, no
+// tracestate (its traceparent stays) and no Approval; in every todo's
+// History, an attempt by any other grant (another friend's, the owner's
+// worker's) has no Agent and no Grant, only its number, times, outcome
+// and reason. The work itself — kind, title, payload, priority, result,
+// state — is whole. The queue owner's own grants ([Switchboard.Vend]) and
+// the host's views ([Switchboard.Subscribe], [Switchboard.InspectTodo] and
+// the other Inspect calls) see everything.
+//
 // Approve, Deny, Withdraw, Revoke and Vend are human acts: they take a
 // [Human], and no credential can perform them. A host that signs its humans
 // in with OIDC turns their ID token into that Human with

@@ -247,7 +247,7 @@ func (s *Switchboard) claimOne(t *txn, g *grantRec, e readyEntry, d time.Duratio
 	if err := t.emit(Event{Type: EventTodoClaimed, Actor: agentActor(g.Holder), Persona: g.Holder, Grant: g.ID, Todo: r.ID, Queue: r.address()}); err != nil {
 		return Claimed{}, false, err
 	}
-	return Claimed{Todo: r.Todo, Lease: Lease{TodoID: r.ID, Token: r.LeaseToken, Attempt: r.Attempts, ExpiresAt: r.LeaseExpiresAt}}, true, nil
+	return Claimed{Todo: seenBy(g, r), Lease: Lease{TodoID: r.ID, Token: r.LeaseToken, Attempt: r.Attempts, ExpiresAt: r.LeaseExpiresAt}}, true, nil
 }
 
 // readyEntry is one entry of a queue's ready index: its key, and the id of

@@ -100,7 +100,7 @@ func (s *Switchboard) List(ctx context.Context, c Auth, queue string, opts *List
 				return false, err
 			}
 			if r.QueueKey == qkey && visible(g, r) && (o.State == "" || r.State == o.State) {
-				out = append(out, r.Todo)
+				out = append(out, seenBy(g, r))
 			}
 			return len(out) < o.Limit, nil
 		}

@@ -80,6 +80,9 @@ const maxHistory = 50
 
 // Origin traces a todo to who made it: the agent, the grant it used, the
 // friend edge the grant came from (if any) and the human behind it all.
+// Through a friend grant, the Origin of a todo that grant did not create
+// is zero: friends learn nothing of one another (see the package
+// documentation, "Rules on every edge").
 type Origin struct {
 	Agent string `json:"agent"`           // the agent that created the todo
 	Grant string `json:"grant,omitempty"` // the grant it used
@@ -106,7 +109,7 @@ type Todo struct {
 	Error          string    `json:"error,omitempty"`           // the last failure's reason
 	Approval       *Approval `json:"approval,omitempty"`        // for an approval todo, the friend request to decide
 	Trace          Trace     `json:"trace,omitzero"`            // the creator's trace context, if it gave one
-	History        []Attempt `json:"history,omitempty"`         // the latest 50 attempts
+	History        []Attempt `json:"history,omitempty"`         // the latest 50 attempts (through a friend grant, others' without Agent and Grant)
 	CreatedAt      time.Time `json:"created_at,omitzero"`       // when it was created
 	UpdatedAt      time.Time `json:"updated_at,omitzero"`       // when it last changed
 	EndedAt        time.Time `json:"ended_at,omitzero"`         // when it reached a terminal state; zero before
@@ -175,7 +178,7 @@ func (s *Switchboard) CreateFor(ctx context.Context, c Auth, queue string, n New
 					return err
 				}
 				if !old.State.Terminal() || t.now.Before(old.EndedAt.Add(s.cfg.DedupRetention)) {
-					todo, created = old.Todo, false
+					todo, created = seenBy(g, old), false
 					return nil
 				}
 			}
@@ -213,7 +216,7 @@ func (s *Switchboard) CreateFor(ctx context.Context, c Auth, queue string, n New
 				return err
 			}
 		}
-		todo, created = rec.Todo, true
+		todo, created = seenBy(g, rec), true
 		return nil
 	})
 	if err != nil {
@@ -472,6 +475,42 @@ func visible(g *grantRec, r *todoRec) bool {
 	return false
 }
 
+// seenBy is todo r as grant g sees it: the one place a todo is shaped for
+// an agent, so every entry point that hands one out (CreateFor, Get, List,
+// Claim, ClaimN, CompleteAndClaim, hence Work and the MCP tools, and a
+// friend's webhook deliveries) goes through it. The queue owner's own
+// grants (Vend) see it whole. A friend grant sees nothing that names
+// another party — friending B tells A nothing about B's friends or B's
+// other agents: a todo it did not create comes without its Origin (no
+// creating agent, grant, edge or human), its DedupKey (the creator's, in
+// the creator's namespace) or its trace's tracestate (the creator's
+// vendor data; the traceparent stays, so the trace goes on), and every
+// attempt in History by another grant — whoever made it — without its
+// Agent and Grant. What the work is (kind, title, payload, priority),
+// where it stands and how each attempt went stay.
+func seenBy(g *grantRec, r *todoRec) Todo {
+	td := r.Todo
+	if g.EdgeID == "" {
+		return td
+	}
+	if td.Origin.Grant != g.ID {
+		td.Origin, td.DedupKey, td.Trace.State, td.Approval = Origin{}, "", "", nil
+	}
+	for i, a := range td.History {
+		if a.Grant != g.ID {
+			h := slices.Clone(td.History)
+			for j := i; j < len(h); j++ {
+				if h[j].Grant != g.ID {
+					h[j].Agent, h[j].Grant = "", ""
+				}
+			}
+			td.History = h
+			break
+		}
+	}
+	return td
+}
+
 // Get returns one todo. Through a friend grant only the todos that grant
 // created or claimed are visible; any other id is ErrNotFound, exactly as an
 // unknown one.
@@ -480,11 +519,11 @@ func (s *Switchboard) Get(ctx context.Context, c Auth, todoID string) (todo Todo
 	defer func() { ob.End(Result{Todo: todoID, Err: err}) }()
 	var out Todo
 	err = s.view(ctx, func(t *txn) error {
-		_, r, err := s.todoFor(t, c, todoID, VerbGet)
+		g, r, err := s.todoFor(t, c, todoID, VerbGet)
 		if err != nil {
 			return err
 		}
-		out = r.Todo
+		out = seenBy(g, r)
 		return nil
 	})
 	if err != nil {

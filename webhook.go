@@ -468,7 +468,7 @@ func (t *txn) notifyWebhooks(r *todoRec, typ string) error {
 	if err != nil {
 		return err
 	}
-	body, err := t.deliveryBody(typ, r)
+	body, err := t.deliveryBody(typ, seenBy(g, r)) // a friend's webhook: as its agent sees it
 	if err != nil {
 		return err
 	}
@@ -497,7 +497,7 @@ func (t *txn) notifyArrival(r *todoRec) error {
 	}); err != nil {
 		return err
 	}
-	body, err := t.deliveryBody(WebhookTodoCreated, r)
+	body, err := t.deliveryBody(WebhookTodoCreated, r.Todo) // arrivals: the owner's own agents only
 	if err != nil {
 		return err
 	}
@@ -513,10 +513,10 @@ func (t *txn) notifyArrival(r *todoRec) error {
 	return nil
 }
 
-// deliveryBody is what a delivery of an event about r sends, byte for byte
-// on every attempt.
-func (t *txn) deliveryBody(typ string, r *todoRec) ([]byte, error) {
-	return json.Marshal(map[string]any{"type": typ, "timestamp": t.now.Format(time.RFC3339Nano), "data": map[string]any{"todo": r.Todo}})
+// deliveryBody is what a delivery of an event about td sends, byte for
+// byte on every attempt.
+func (t *txn) deliveryBody(typ string, td Todo) ([]byte, error) {
+	return json.Marshal(map[string]any{"type": typ, "timestamp": t.now.Format(time.RFC3339Nano), "data": map[string]any{"todo": td}})
 }
 
 // queueDelivery inserts one delivery of body to w: a todo of the system

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -596,3 +597,55 @@ func TestSessionEndsWithItsCredential(t *testing.T) {
 	assert.Equal(t, 404, sessionRequest(t, srv.URL, http.MethodPost, s.ID(), "Bearer "+string(cred), ""))
 }
 
+// A friend holding the drain verbs works another friend's todos over the
+// MCP tools and learns nothing of that friend: no claim, get_todo or
+// list_todos answer names alice's agent, grant, edge, human, dedup key or
+// tracestate (the library's model test checks every field; this checks
+// the tools hand out what it checks).
+func TestFriendDrainToolsNameNoOtherFriend(t *testing.T) {
+	k := switchboardtest.NewKit(t, nil)
+	for _, p := range [][2]string{{"alice", "alice-bot"}, {"bob", "bob-desk"}, {"carol", "carol-bot"}} {
+		k.Publish(p[0], p[1])
+	}
+	aliceGrant, alice := k.Friend("alice-bot", "bob-desk", inbox)
+	drain := switchboard.Scope{{Queue: "inbox", Verbs: []switchboard.Verb{switchboard.VerbGet, switchboard.VerbList,
+		switchboard.VerbClaim, switchboard.VerbComplete}}}
+	_, carol := k.Friend("carol-bot", "bob-desk", drain)
+	for i := range 3 {
+		_, _, err := k.SB.CreateFor(context.Background(), alice, "inbox", switchboard.NewTodo{Kind: "job", DedupKey: fmt.Sprint("dk-alice-", i),
+			Trace: switchboard.Trace{Parent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", State: "alicevendor=secret"}})
+		require.NoError(t, err)
+	}
+	srv := httptest.NewServer(mcptools.Handler(k.SB, nil))
+	t.Cleanup(srv.Close)
+	s := connect(t, srv.URL, carol)
+	aliceHuman, _ := json.Marshal(k.Human("alice"))
+	forbidden := []string{"alice-bot", aliceGrant.ID, aliceGrant.EdgeID, string(aliceHuman), `"sub":"alice"`, "dk-alice", "alicevendor"}
+	clean := func(tool string, out map[string]any) {
+		t.Helper()
+		b, err := json.Marshal(out)
+		require.NoError(t, err)
+		for _, f := range forbidden {
+			require.NotContains(t, string(b), f, "%s tells carol of alice", tool)
+		}
+	}
+	var ids []string
+	for range 2 {
+		out, e := call(t, s, "claim", map[string]any{"queue": "inbox"})
+		require.Empty(t, e)
+		clean("claim", out)
+		l := out["lease"].(map[string]any)
+		ids = append(ids, l["todo"].(string))
+		_, e = call(t, s, "complete", map[string]any{"todo": l["todo"], "token": l["token"]})
+		require.Empty(t, e)
+	}
+	for _, id := range ids {
+		out, e := call(t, s, "get_todo", map[string]any{"id": id})
+		require.Empty(t, e)
+		clean("get_todo", out)
+	}
+	out, e := call(t, s, "list_todos", map[string]any{"queue": "inbox"})
+	require.Empty(t, e)
+	require.Len(t, out["todos"], 2, "carol lists the todos she claimed")
+	clean("list_todos", out)
+}
