@@ -197,9 +197,11 @@ func (s *Switchboard) webhookSecret(id string) string {
 
 // checkWebhookURL refuses a destination outside the allowed origins.
 func (s *Switchboard) checkWebhookURL(raw string) (string, error) {
+	// No message quotes the URL: its userinfo, query or fragment may be
+	// the receiver's secret, and errors reach logs and agents.
 	u, err := url.Parse(raw)
 	if err != nil || u.Host == "" || u.User != nil || u.Fragment != "" {
-		return "", invalid("webhook url %q is not an absolute URL without credentials or fragment", raw)
+		return "", invalid("webhook url is not an absolute URL without credentials or fragment")
 	}
 	if u.Scheme != "https" && !(u.Scheme == "http" && s.cfg.Webhooks.AllowHTTP) {
 		return "", invalid("webhook url must be https")

@@ -268,6 +268,25 @@ func TestWebhookDestinations(t *testing.T) {
 		_, _, err = h.sb.RegisterWebhook(ctx, cred, u)
 		require.ErrorIs(t, err, switchboard.ErrInvalidArgument, u)
 	}
+	// A refused URL is never echoed: its userinfo, query or fragment may
+	// be the receiver's secret, and errors reach logs and agents.
+	host := strings.TrimPrefix(rcv.srv.URL, "http://")
+	for _, u := range []string{
+		"http://user:TOKEN-userinfo@" + host + "/h",
+		"http://TOKEN-user@" + host + "/h",
+		rcv.srv.URL + "/h?token=TOKEN-query#TOKEN-fragment",
+		rcv.srv.URL + "/h#TOKEN-fragment",
+		"ftp://" + host + "/h?token=TOKEN-query",
+		"http://elsewhere.example/h?token=TOKEN-query",
+		"http://elsewhere.example/h?token=TOKEN-query&pad=" + strings.Repeat("x", 2100),
+		"http://" + host + "/%zz?token=TOKEN-query",
+		"relative/path?token=TOKEN-query",
+	} {
+		_, _, err = h.sb.RegisterWebhook(ctx, cred, u)
+		require.Error(t, err, u)
+		require.NotContains(t, err.Error(), "TOKEN", "the error quotes the URL")
+		require.Equal(t, 1, strings.Count(err.Error(), "switchboard: "), err.Error())
+	}
 	for _, u := range []string{rcv.srv.URL + "/h", localhost + "/h", rcv.srv.URL + "/3", rcv.srv.URL + "/4?token=s3cret-in-the-url"} {
 		_, _, err := h.sb.RegisterWebhook(ctx, cred, u)
 		require.NoError(t, err, u)

@@ -175,7 +175,10 @@ const MaxBytes = 256 << 10
 // (top-level url, protocolVersion, preferredTransport, additionalInterfaces,
 // security …), which is mapped to v1.0. The input is kept (see Raw) and the
 // card is validated. A card over MaxBytes, malformed JSON, or a card
-// missing required fields is ErrInvalidArgument.
+// missing required fields is an error wrapping ErrInvalid (this package
+// imports nothing from switchboard; switchboard's own calls that read a
+// card wrap it with switchboard.ErrInvalidArgument too, and
+// switchboard.StatusOf answers it as invalid_argument).
 func Parse(data []byte) (Card, error) {
 	if len(data) > MaxBytes {
 		return Card{}, invalid("agent card is %d bytes, limit %d", len(data), MaxBytes)
