@@ -278,10 +278,11 @@ func (s *Switchboard) checkBlock(human, requester Human) error {
 	return nil
 }
 
-// sanitize makes text from outside (an identity provider's claims) safe to
-// show: control and format characters (including bidirectional overrides)
-// are dropped, runs of spaces collapse, and the result is clipped to n
-// bytes. Invalid UTF-8 becomes U+FFFD.
+// sanitize makes text from outside (an identity provider's claims, which
+// text.CheckIdentity has let through) tidy to show: control and format
+// characters are dropped — all but the joiners a script needs — runs of
+// spaces collapse, and the result is clipped to n bytes. Invalid UTF-8
+// becomes U+FFFD.
 func sanitize(v string, n int) string {
 	var b strings.Builder
 	space := false
@@ -295,7 +296,9 @@ func sanitize(v string, n int) string {
 				b.WriteByte(' ')
 			}
 			space = true
-		case unicode.IsControl(r) || unicode.Is(unicode.Cf, r):
+		case unicode.IsControl(r) || unicode.Is(unicode.Cf, r) && r != '\u200c' && r != '\u200d':
+			// Gone; the joiners stay: a claim reaches here only after
+			// text.CheckIdentity allowed them where a script needs them.
 		default:
 			b.WriteRune(r)
 			space = false

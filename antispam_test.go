@@ -13,6 +13,7 @@ import (
 
 	sb "github.com/switchboardhq/switchboard"
 	"github.com/switchboardhq/switchboard/store/bolt"
+	"github.com/switchboardhq/switchboard/switchboardtest"
 )
 
 // quotas replaces h.sb with one using q (zero fields: the defaults).
@@ -345,8 +346,9 @@ func TestQuotasAreDurableAndShared(t *testing.T) {
 }
 
 // The approval is legible and cannot be made to look like something else:
-// a why with control or bidi characters, or too long, is refused; claims
-// from the identity provider are sanitized.
+// a why with control or bidi characters, or too long, is refused, and so
+// is a card name; what the identity provider attests is checked in
+// TestIdentityClaimsAreRefused.
 func TestLegibleApproval(t *testing.T) {
 	eachBackend(t, func(t *testing.T, h *harness) {
 		for _, why := range []string{"line one\nScope: everything", "evil\u202egnp.exe", "tab\tbed", strings.Repeat("w", 1025), "   "} {
@@ -359,24 +361,69 @@ func TestLegibleApproval(t *testing.T) {
 		require.ErrorIs(t, err, sb.ErrInvalidArgument, "card names are refused too")
 
 		c := h.iss.Claims("alice", nonce("alice-bot", "bob-desk", inboxCreate, "invoices"), h.clock.Now())
-		c.Name = "Alice\u202e\nWhy:   urgent,\tpay now\x1b[31m"
-		c.Email = "alice@example.com\r\nScope: all"
+		c.Name, c.Email = "Alice Example", "alice@example.com"
 		e, _, err := h.sb.Request(ctx, sb.FriendRequest{Pickup: testPickup, From: "alice-bot", To: "bob-desk", Scope: inboxCreate, Why: "invoices", IDToken: h.iss.Sign(c)})
 		require.NoError(t, err)
-		assert.Equal(t, "Alice Why: urgent, pay now[31m", e.Provenance.Name)
 		aps, err := h.sb.Approvals(ctx, h.bob)
 		require.NoError(t, err)
 		require.Len(t, aps, 1)
 		ap := aps[0].Approval
-		assert.Equal(t, "alice@example.com Scope: all", ap.Human.Email)
+		assert.Equal(t, "alice@example.com", ap.Human.Email)
+		assert.Equal(t, "Alice Example", ap.Human.Name)
 		assert.Equal(t, "alice-bot", ap.From.ID)
 		assert.Equal(t, "invoices", ap.Why)
 		assert.Equal(t, e.ExpiresAt, ap.ExpiresAt)
 		text := ap.Text()
 		assert.Equal(t, 7, strings.Count(text, "\n"), "the text has its fixed lines only:\n%s", text)
-		assert.NotContains(t, text, "\u202e")
-		assert.NotContains(t, text, "\x1b")
 		assert.Contains(t, text, "Scope:\n  - queue \"inbox\": create todos\nExpires:")
+	})
+}
+
+// What the identity provider attests about a human — iss, sub, name,
+// email, acr, amr — is shown to people as it was attested, so a claim
+// holding a control character or a character that reorders or hides text
+// (a right-to-left override, an ESC, a zero-width space) is refused at
+// the one reading of an ID token, with an error naming the claim: through
+// Request (nothing written, no quota spent) and through VerifyHuman. A
+// name that needs a zero-width non-joiner between letters (Persian) is
+// accepted; one with a joiner hidden between Latin letters is not.
+func TestIdentityClaimsAreRefused(t *testing.T) {
+	eachBackend(t, func(t *testing.T, h *harness) {
+		n := nonce("alice-bot", "bob-desk", inboxCreate, "invoices")
+		for _, tc := range []struct {
+			claim string
+			edit  func(*switchboardtest.Claims)
+		}{
+			{"sub", func(c *switchboardtest.Claims) { c.Subject = "ali\u202ece" }},
+			{"sub", func(c *switchboardtest.Claims) { c.Subject = "alice\x1b[31m" }},
+			{"sub", func(c *switchboardtest.Claims) { c.Subject = "al\u200bice" }},
+			{"name", func(c *switchboardtest.Claims) { c.Name = "Alice\u202e\nWhy:   urgent" }},
+			{"name", func(c *switchboardtest.Claims) { c.Name = "Bo\u200db" }},
+			{"name", func(c *switchboardtest.Claims) { c.Name = "Alice\x1b[31m" }},
+			{"name", func(c *switchboardtest.Claims) { c.Name = "\u2067Alice\u2069" }},
+			{"email", func(c *switchboardtest.Claims) { c.Email = "alice@example.com\r\nScope: all" }},
+			{"email", func(c *switchboardtest.Claims) { c.Email = "moc.elpmaxe@\u202eecila" }},
+			{"acr", func(c *switchboardtest.Claims) { c.ACR = "phr\u202e" }},
+		} {
+			c := h.iss.Claims("alice", n, h.clock.Now())
+			tc.edit(&c)
+			before := lastSeq(t, h)
+			_, _, err := h.sb.Request(ctx, sb.FriendRequest{Pickup: testPickup, From: "alice-bot", To: "bob-desk", Scope: inboxCreate, Why: "invoices", IDToken: h.iss.Sign(c)})
+			require.ErrorIs(t, err, sb.ErrProvenance, "%s %+v", tc.claim, c)
+			require.Contains(t, err.Error(), `claim "`+tc.claim+`"`)
+			assert.Equal(t, before, lastSeq(t, h), "a refused request wrote nothing")
+
+			c.Nonce = "login-nonce"
+			_, err = h.sb.VerifyHuman(ctx, h.iss.Sign(c), "login-nonce")
+			require.ErrorIs(t, err, sb.ErrProvenance)
+			require.Contains(t, err.Error(), `claim "`+tc.claim+`"`)
+		}
+		// Nothing was spent: the same requester asks properly.
+		c := h.iss.Claims("alice", n, h.clock.Now())
+		c.Name = "نرگس\u200cمحمدی" // Persian: the ZWNJ belongs to the name
+		e, _, err := h.sb.Request(ctx, sb.FriendRequest{Pickup: testPickup, From: "alice-bot", To: "bob-desk", Scope: inboxCreate, Why: "invoices", IDToken: h.iss.Sign(c)})
+		require.NoError(t, err)
+		assert.Equal(t, c.Name, e.Provenance.Name)
 	})
 }
 

@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/switchboardhq/switchboard/internal/text"
 )
 
 // EdgeState is the state of a friend edge.
@@ -107,7 +109,31 @@ type Approval struct {
 	Why       string    `json:"why"`                 // the requester's reason
 	Scope     Scope     `json:"scope"`               // the scope requested, normalized
 	ScopeText []string  `json:"scope_text"`          // the scope in plain words, one line per queue
-	ExpiresAt time.Time `json:"expires_at,omitzero"` // when the request lapses
+	ExpiresAt time.Time `json:"expires_at,omitzero"` // when the request lapses (not the grant: see ApproveOptions)
+	// Flags warn of requester names that mix writing systems or read
+	// like a name the approver knows; Approvals computes them as it
+	// lists (they are not stored: connections change).
+	Flags []Flag `json:"flags,omitempty"`
+}
+
+// Lookalikes returns flags for the approval's names that read like one of
+// names — names of owner a host knows its human would recognise and the
+// library does not, such as the approving human's own verified name and
+// email from their sign-in (owner is then that human, and label "your
+// own name") — unless the requester is owner. Append them to Flags to
+// show them.
+func (a Approval) Lookalikes(owner Human, label string, names ...string) []Flag {
+	var known []knownName
+	for _, n := range names {
+		known = append(known, knownName{label: label, value: n, human: owner})
+	}
+	var out []Flag
+	for _, f := range flagNames(a, known) {
+		if f.Code == FlagLookalike {
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 // Attested is a human as an identity provider vouched for them.
@@ -122,6 +148,10 @@ type Attested struct {
 
 // Text renders the approval as plain text a host can show as is.
 func (a Approval) Text() string {
+	// Every outside string in its display form: what a kept record holds
+	// from before the claims were checked cannot reorder or hide a line.
+	a.Human, a.Why, a.To = displayAttested(a.Human), text.Display(a.Why), text.Display(a.To)
+	a.From.ID = text.Display(a.From.ID)
 	var b strings.Builder
 	who := a.Human.Name
 	if who == "" {
@@ -364,10 +394,33 @@ func (t *txn) decide(e *edgeRec, state EdgeState, actor string, typ EventType) e
 // credential ever waits in a host. Only the target's human may approve:
 // anyone else gets ErrNotFound.
 func (s *Switchboard) Approve(ctx context.Context, approver Human, edgeID string, narrowed Scope) (Grant, error) {
+	return s.ApproveWith(ctx, approver, edgeID, ApproveOptions{Scope: narrowed})
+}
+
+// ApproveOptions are what an approver decides beyond yes: the scope, as
+// Approve's narrowed, and how long the grant lasts.
+type ApproveOptions struct {
+	// Scope narrows the grant as Approve's narrowed does; nil grants the
+	// scope as requested.
+	Scope Scope
+	// ExpiresAt ends the grant: from then on its credential fails as a
+	// revoked one does, and Reap retires it (its unclaimed todos are
+	// cancelled). Zero: the grant lasts until revoked. It must lie in
+	// the future (and before 2200).
+	ExpiresAt time.Time
+}
+
+// ApproveWith is Approve with the approver's choices in full: the scope
+// and the grant's lifetime (see ApproveOptions).
+func (s *Switchboard) ApproveWith(ctx context.Context, approver Human, edgeID string, o ApproveOptions) (Grant, error) {
+	narrowed := o.Scope
 	fail := func(err error) (Grant, error) {
 		return Grant{}, fmt.Errorf("switchboard: approve: %w", err)
 	}
 	if err := approver.validate(); err != nil {
+		return fail(err)
+	}
+	if err := checkTime("expiry", o.ExpiresAt); err != nil {
 		return fail(err)
 	}
 	var nar Scope
@@ -393,6 +446,9 @@ func (s *Switchboard) Approve(ctx context.Context, approver Human, edgeID string
 				return fmt.Errorf("%w: %s accepts only grants bound to a key and this request carries none: deny it", ErrConflict, e.To)
 			}
 		}
+		if !o.ExpiresAt.IsZero() && !o.ExpiresAt.After(t.now) {
+			return invalid("the grant would end at %s, which is not in the future", o.ExpiresAt.UTC().Format(time.RFC3339))
+		}
 		granted := e.Requested
 		if narrowed != nil {
 			if !Subset(nar, e.Requested) {
@@ -408,7 +464,7 @@ func (s *Switchboard) Approve(ctx context.Context, approver Human, edgeID string
 			}
 		}
 		g, _, err = t.mint(Grant{Holder: e.From, Target: e.To, Grantor: approver, Scope: granted, EdgeID: e.ID,
-			CollectBy: t.now.Add(s.cfg.PickupWindow), KeyThumbprint: e.KeyThumbprint}, e.Requester, false)
+			CollectBy: t.now.Add(s.cfg.PickupWindow), KeyThumbprint: e.KeyThumbprint, ExpiresAt: o.ExpiresAt.UTC()}, e.Requester, false)
 		if err != nil {
 			return err
 		}
@@ -504,7 +560,11 @@ func (s *Switchboard) Edge(ctx context.Context, human Human, edgeID string) (Edg
 }
 
 // Approvals lists the friend requests waiting in human's approvals queue,
-// oldest first. Each todo's Approval holds the who / why / scope summary.
+// oldest first. Each todo's Approval holds the who / why / scope summary,
+// and Flags warning of names that mix writing systems or read like a name
+// the human knows (their own, their agent's, a connection's): see Flag.
+// A host that knows more names the human would recognise (their own
+// verified name, say) checks them too with Approval.Lookalikes.
 func (s *Switchboard) Approvals(ctx context.Context, human Human) ([]Todo, error) {
 	if err := human.validate(); err != nil {
 		return nil, fmt.Errorf("switchboard: approvals: %w", err)
@@ -512,13 +572,29 @@ func (s *Switchboard) Approvals(ctx context.Context, human Human) ([]Todo, error
 	var out []Todo
 	err := s.view(ctx, func(t *txn) error {
 		all, err := t.listQueued(approvalsKey(human))
+		if err != nil {
+			return err
+		}
+		known := map[string][]knownName{} // by persona asked for
 		for _, td := range all {
 			// A lapsed request the reaper has not expired yet is not shown.
-			if td.Approval == nil || t.now.Before(td.Approval.ExpiresAt) {
-				out = append(out, td)
+			if td.Approval != nil && !t.now.Before(td.Approval.ExpiresAt) {
+				continue
 			}
+			if a := td.Approval; a != nil {
+				k, ok := known[a.To]
+				if !ok {
+					if k, err = t.knownNames(human, a.To); err != nil {
+						return err
+					}
+					known[a.To] = k
+				}
+				a.Human = displayAttested(a.Human)
+				a.Flags = flagNames(*a, k)
+			}
+			out = append(out, td)
 		}
-		return err
+		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("switchboard: approvals: %w", err)

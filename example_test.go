@@ -74,7 +74,7 @@ func ExampleSwitchboard_Request() {
 	// edge: pending
 	// who: Alice Liddell <alice@example.com> via "Alice's assistant"
 	// why: I forward invoices from Alice's travel bookings
-	// scope: [queue "invoices": create todos, read the todos it created]
+	// scope: [queue "invoices": create todos; read the todos it created or claimed]
 }
 
 func ExampleSwitchboard_Approve() {
@@ -393,7 +393,7 @@ func Example_tour() {
 	_, _, err := sb.CreateFor(ctx, credential, "invoices", switchboard.NewTodo{Kind: "invoice.pay"})
 	fmt.Println(todo.Kind, errors.Is(err, switchboard.ErrUnauthenticated))
 	// Output:
-	// [queue "invoices": create todos, read the todos it created]
+	// [queue "invoices": create todos; read the todos it created or claimed]
 	// invoice.pay true
 }
 

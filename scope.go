@@ -53,33 +53,77 @@ func (v Verb) known() bool { return v.Grantable() || v == VerbCancel || v == Ver
 // can perform.
 const ApprovalsQueue = "_approvals"
 
-// Describe says in plain words what v lets the holder do.
-func (v Verb) Describe() string {
+// Describe says in plain words what v lets the holder do in a queue, as
+// Scope.Describe lists it after the queue's name. The drain verbs say that
+// they reach every todo of the queue, whoever sent it: a grant holding
+// claim takes any todo, not only its own. DescribeIn names the queue.
+func (v Verb) Describe() string { return v.describe("") }
+
+// DescribeIn is Describe as a sentence that names the queue: `see and
+// work on every todo in "inbox", whoever sent it`.
+func (v Verb) DescribeIn(queue string) string { return v.describe(fmt.Sprintf("%q", queue)) }
+
+func (v Verb) describe(q string) string {
+	in, of, every := "", "", "the queue"
+	if q != "" {
+		in, of, every = " in "+q, " of "+q, q
+	}
 	switch v {
 	case VerbCreateFor:
-		return "create todos"
+		return "create todos" + in
 	case VerbList:
-		return "list the todos it created"
+		return "list the todos it created or claimed" + in
 	case VerbGet:
-		return "read the todos it created"
+		return "read the todos it created or claimed" + in
 	case VerbClaim:
-		return "claim todos to work on"
+		return "see and work on every todo in " + every + ", whoever sent it"
 	case VerbHeartbeat:
-		return "extend its leases"
+		return "keep working on the todos" + of + " it claimed, whoever sent them"
 	case VerbComplete:
-		return "complete claimed todos"
+		return "finish the todos" + of + " it claimed, whoever sent them, with its result"
 	case VerbFail:
-		return "fail claimed todos"
+		return "fail the todos" + of + " it claimed, whoever sent them, to be retried"
 	case VerbRelease:
-		return "release claimed todos"
+		return "hand back the todos" + of + " it claimed, whoever sent them"
 	case VerbCancel:
-		return "cancel queued todos"
+		return "cancel any queued todo" + in
 	case VerbRedrive:
-		return "re-queue dead todos"
+		return "re-queue any dead todo" + in
 	case VerbWebhook:
-		return "be told, by webhook, how the todos it created end"
+		return "be told, by webhook, how the todos it created" + in + " end"
 	}
 	return string(v)
+}
+
+// Risk is how much a verb exposes of the queue it is granted on.
+type Risk int
+
+const (
+	// RiskLow: the holder reaches only what it sends itself (create
+	// todos, read and hear about its own).
+	RiskLow Risk = iota
+	// RiskHigh: the holder reaches every todo of the queue, whoever sent
+	// it — the drain verbs (claim and the lease verbs that finish what
+	// claim took) and the owner's cancel and redrive. A consent screen
+	// should not pre-select them.
+	RiskHigh
+)
+
+// String is "low" or "high".
+func (r Risk) String() string {
+	if r == RiskHigh {
+		return "high"
+	}
+	return "low"
+}
+
+// Risk is v's risk level (see Risk).
+func (v Verb) Risk() Risk {
+	switch v {
+	case VerbClaim, VerbHeartbeat, VerbComplete, VerbFail, VerbRelease, VerbCancel, VerbRedrive:
+		return RiskHigh
+	}
+	return RiskLow
 }
 
 // ScopeEntry grants verbs over one queue.
@@ -189,7 +233,7 @@ func (s Scope) Describe() []string {
 		for i, v := range e.Verbs {
 			words[i] = v.Describe()
 		}
-		out = append(out, fmt.Sprintf("queue %q: %s", e.Queue, strings.Join(words, ", ")))
+		out = append(out, fmt.Sprintf("queue %q: %s", e.Queue, strings.Join(words, "; ")))
 	}
 	return out
 }

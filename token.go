@@ -21,6 +21,7 @@ import (
 	"github.com/gowebpki/jcs"
 
 	"github.com/switchboardhq/switchboard/internal/strictjson"
+	"github.com/switchboardhq/switchboard/internal/text"
 )
 
 // idToken is an ID token read once, before its signature is checked.
@@ -246,6 +247,18 @@ func (t *idToken) readClaims(clientID string) (idClaims, error) {
 	if err != nil {
 		return idClaims{}, err
 	}
+	// What a person will read of the human — on an approval, a consent
+	// page, a history — is exactly what the issuer attested: no claim
+	// shown may hold a character that reorders or hides text.
+	for _, c := range [...]struct {
+		what, v string
+		max     int
+		joiners bool
+	}{{`claim "iss"`, c.iss, 512, false}, {`claim "sub"`, c.sub, 255, false}, {`claim "name"`, c.name, 256, true}, {`claim "email"`, c.email, 320, false}, {`claim "acr"`, c.acr, 256, false}} {
+		if err := text.CheckIdentity(c.what, c.v, c.max, c.joiners); err != nil {
+			return idClaims{}, err
+		}
+	}
 	switch aud := t.claims["aud"].(type) {
 	case string:
 		if aud != clientID {
@@ -275,6 +288,9 @@ func (t *idToken) readClaims(clientID string) (idClaims, error) {
 			s, ok := m.(string)
 			if !ok {
 				return idClaims{}, errors.New(`claim "amr" must be an array of strings`)
+			}
+			if err := text.CheckIdentity(`claim "amr"`, s, 64, false); err != nil {
+				return idClaims{}, err
 			}
 			c.amr = append(c.amr, s)
 		}
