@@ -38,6 +38,11 @@ type Connection struct {
 	// (or a webhook delivery made for it) was created; zero if none is
 	// kept.
 	LastUsed time.Time `json:"last_used,omitzero"`
+	// HolderName and TargetName are the names the holder's and the
+	// target's Agent Cards give them, for personas published here (empty
+	// otherwise): what a person recognises an agent by.
+	HolderName string `json:"holder_name,omitempty"`
+	TargetName string `json:"target_name,omitempty"`
 }
 
 // grantHolderHuman is the human behind a grant's holder: the requester of
@@ -102,6 +107,16 @@ func (s *Switchboard) Connections(ctx context.Context, human Human) ([]Connectio
 				}
 				if c.LastUsed, err = t.lastCreated(id); err != nil {
 					return err
+				}
+				for _, p := range []struct {
+					id   string
+					name *string
+				}{{g.Holder, &c.HolderName}, {g.Target, &c.TargetName}} {
+					if h, err := t.personaHead(p.id); err == nil {
+						*p.name = h.Card.Name
+					} else if !isNotFound(err) {
+						return err
+					}
 				}
 				out = append(out, c)
 			}

@@ -54,6 +54,17 @@ type hostConfig struct {
 	// BaseURL + the route's path (htu). DPoP needs it (never the request's
 	// own Host header, which the client chooses); main always sets it.
 	BaseURL string
+	// Clock is the Switchboard's clock (its Config.Clock), which the
+	// pages reckon a grant's end from; nil is the system clock.
+	Clock switchboard.Clock
+}
+
+// now is the time on the Switchboard's clock.
+func (h *host) now() time.Time {
+	if h.cfg.Clock != nil {
+		return h.cfg.Clock.Now()
+	}
+	return time.Now()
 }
 
 type host struct {

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -27,14 +28,43 @@ import (
 // env is one running host: its switchboard on its own bolt file, and the
 // identity provider its humans sign in with.
 type env struct {
-	t    *testing.T
-	sb   *switchboard.Switchboard
-	srv  *httptest.Server
-	is   *switchboardtest.Issuer
-	host *host
+	t     *testing.T
+	sb    *switchboard.Switchboard
+	srv   *httptest.Server
+	is    *switchboardtest.Issuer
+	host  *host
+	clock *stepClock // the Switchboard's and the pages' clock
+}
+
+// stepClock is the system clock moved forward by Step: a test that must
+// see a grant lapse steps past its end instead of waiting.
+type stepClock struct {
+	mu     sync.Mutex
+	offset time.Duration
+}
+
+func (c *stepClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return time.Now().Add(c.offset)
+}
+
+func (c *stepClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+
+// Step moves the clock forward by d.
+func (c *stepClock) Step(d time.Duration) {
+	c.mu.Lock()
+	c.offset += d
+	c.mu.Unlock()
 }
 
 func newEnv(t *testing.T, primary string, trust ...switchboard.Issuer) *env {
+	t.Helper()
+	return newEnvWith(t, primary, nil, trust...)
+}
+
+// newEnvWith is newEnv with edit applied to the host's configuration.
+func newEnvWith(t *testing.T, primary string, edit func(*hostConfig, *switchboardtest.Issuer), trust ...switchboard.Issuer) *env {
 	t.Helper()
 	is, err := switchboardtest.NewIssuer("switchboard")
 	require.NoError(t, err)
@@ -42,18 +72,22 @@ func newEnv(t *testing.T, primary string, trust ...switchboard.Issuer) *env {
 	st, err := bolt.Open(filepath.Join(t.TempDir(), "sb.db"), nil)
 	require.NoError(t, err)
 	t.Cleanup(func() { st.Close() })
-	e := &env{t: t, is: is}
+	e := &env{t: t, is: is, clock: &stepClock{}}
 	e.srv = httptest.NewUnstartedServer(nil)
 	e.srv.Start()
 	t.Cleanup(e.srv.Close)
 	skey, _, err := switchboard.NewLogKey("host.test/log")
 	require.NoError(t, err)
-	sb, err := switchboard.New(st, &switchboard.Config{Issuers: append([]switchboard.Issuer{is.Config()}, trust...), LogKey: skey})
+	sb, err := switchboard.New(st, &switchboard.Config{Issuers: append([]switchboard.Issuer{is.Config()}, trust...), LogKey: skey, Clock: e.clock})
 	require.NoError(t, err)
 	t.Cleanup(func() { sb.Close() })
 	e.sb = sb
-	h, handler, err := buildHost(hostConfig{SB: sb, Store: st, Primary: primary, BaseURL: e.srv.URL,
-		SignIn: &SignIn{Issuer: is.URL(), ClientID: is.ClientID, RedirectURL: e.srv.URL + "/signin/callback"}})
+	cfg := hostConfig{SB: sb, Store: st, Primary: primary, BaseURL: e.srv.URL, Clock: e.clock,
+		SignIn: &SignIn{Issuer: is.URL(), ClientID: is.ClientID, RedirectURL: e.srv.URL + "/signin/callback"}}
+	if edit != nil {
+		edit(&cfg, is)
+	}
+	h, handler, err := buildHost(cfg)
 	require.NoError(t, err)
 	e.srv.Config.Handler, e.host = handler, h
 	return e

@@ -52,15 +52,27 @@ type ui struct {
 var uiFuncs = template.FuncMap{
 	"clip": clip,
 	"ago":  ago,
-	"when": func(t time.Time) string {
+	// when is a time as a <time> element, which the stylesheet keeps on
+	// one line (a date never breaks at its hyphens).
+	"when": func(t time.Time) template.HTML {
 		if t.IsZero() {
 			return "never"
 		}
-		return t.UTC().Format("2006-01-02 15:04 UTC")
+		return template.HTML(`<time datetime="` + t.UTC().Format(time.RFC3339) + `">` + t.UTC().Format("2006-01-02 15:04 UTC") + `</time>`)
 	},
-	"verb":  func(v switchboard.Verb) string { return v.Describe() },
-	"join":  strings.Join,
-	"human": humanLabel,
+	"verb": func(v switchboard.Verb) string { return v.Describe() },
+	// sentence is what a verb lets the holder do, naming the queue.
+	"sentence": func(v switchboard.Verb, queue string) string { return v.DescribeIn(clip(60, queue)) },
+	"high":     func(v switchboard.Verb) bool { return v.Risk() == switchboard.RiskHigh },
+	"join":     strings.Join,
+	"human":    humanLabel,
+	// out shows outside text — anything a requester, an agent or an
+	// identity provider chose — isolated (<bdi>: no bidi character in it
+	// reorders what surrounds it), clipped to n characters, as text.
+	"out": func(n int, s string) template.HTML {
+		return template.HTML("<bdi>" + template.HTMLEscapeString(clip(n, s)) + "</bdi>")
+	},
+	"person": person,
 	// origin is where a card says its agent is: the host of its first
 	// interface's URL.
 	"origin": func(c agentcard.Card) string {
@@ -98,6 +110,15 @@ func ago(t time.Time) string {
 }
 
 func humanLabel(h switchboard.Human) string { return h.Subject + " at " + h.Issuer }
+
+// person is how a page names the human behind an attested identity: the
+// name the identity provider gave, else the account name.
+func person(a switchboard.Attested) string {
+	if a.Name != "" {
+		return a.Name
+	}
+	return a.Subject
+}
 
 func newUI(h *host, si *SignIn) (*ui, error) {
 	u := &ui{h: h, pages: map[string]*template.Template{}}
@@ -150,6 +171,47 @@ func (u *ui) routes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /history", u.page(u.history))
 	mux.HandleFunc("GET /history/checkpoint", u.page(u.checkpoint))
 	mux.HandleFunc("GET /history/proof/{seq}", u.page(u.proof))
+	if u.h.cfg.Dev != nil {
+		mux.HandleFunc("POST /dev/sample-request", u.page(u.sampleRequest))
+	}
+}
+
+// sampleRequest (-dev only) puts a pending friend request in the signed-in
+// human's inbox, so they can try the decision without an agent of their
+// own: Sam Sample's agent (a dev-issuer human, a fresh persona each time)
+// asks their agent (the form's "to", published for them if it does not
+// exist) for create_for and claim on inbox.
+func (u *ui) sampleRequest(w http.ResponseWriter, r *http.Request, me *session) {
+	ctx, sb := r.Context(), u.h.cfg.SB
+	to := strings.TrimSpace(r.PostForm.Get("to"))
+	if to == "" {
+		u.fail(w, me, fmt.Errorf("%w: name your agent (its id) to receive the request", switchboard.ErrInvalidArgument))
+		return
+	}
+	if _, err := sb.Lookup(ctx, to); errors.Is(err, switchboard.ErrNotFound) {
+		if _, err := sb.Publish(ctx, switchboard.Persona{ID: to, Owner: me.human, Discoverable: true,
+			Card: switchboard.PersonaCard(me.Name()+"'s agent", "Takes work for "+me.Name(), "1.0", strings.TrimSuffix(u.h.cfg.BaseURL, "/")+"/agents/"+to+"/")}); err != nil {
+			u.fail(w, me, err)
+			return
+		}
+	}
+	sam := u.h.cfg.Dev.Human("sam")
+	from := "sam-sample-" + randomToken()[:8]
+	if _, err := sb.Publish(ctx, switchboard.Persona{ID: from, Owner: sam, Discoverable: true,
+		Card: switchboard.PersonaCard("Sam's sample agent", "A sample agent the -dev host makes so you can try a decision", "1.0", strings.TrimSuffix(u.h.cfg.BaseURL, "/")+"/agents/"+from+"/")}); err != nil {
+		u.fail(w, me, err)
+		return
+	}
+	secret, pickup := switchboard.NewPickup()
+	_ = secret // nobody collects: the sample only shows the decision
+	req := switchboard.FriendRequest{From: from, To: to, Why: "A sample request from the -dev host: try approving, narrowing or denying it.", Pickup: pickup,
+		Scope: switchboard.Scope{{Queue: "inbox", Verbs: []switchboard.Verb{switchboard.VerbCreateFor, switchboard.VerbClaim}}}}
+	req.IDToken = u.h.cfg.Dev.Token(sam.Subject, "Sam Sample", "sam@dev.example", switchboard.RequestNonce(req), time.Now())
+	if _, _, err := sb.Request(ctx, req); err != nil {
+		u.fail(w, me, err)
+		return
+	}
+	http.Redirect(w, r, "/inbox", http.StatusSeeOther)
 }
 
 // view is what every page gets.
@@ -158,6 +220,7 @@ type view struct {
 	Me    *session
 	CSRF  string
 	Data  any
+	Dev   bool // the host runs with -dev: the pages offer its helpers
 }
 
 // render writes a page with the headers every page carries: no framing,
@@ -172,6 +235,7 @@ func (u *ui) render(w http.ResponseWriter, status int, page string, v view) {
 	if v.Me != nil {
 		v.CSRF = v.Me.csrf
 	}
+	v.Dev = u.h.cfg.Dev != nil
 	if err := u.pages[page].Execute(w, v); err != nil {
 		u.h.cfg.Logger.Error("render", "page", page, "err", err)
 	}
@@ -311,7 +375,7 @@ func (u *ui) inbox(w http.ResponseWriter, r *http.Request, me *session) {
 	created := map[string]time.Time{}
 	for _, t := range todos {
 		if t.Approval != nil {
-			items = append(items, *t.Approval)
+			items = append(items, withOwnNames(*t.Approval, me))
 			created[t.Approval.EdgeID] = t.CreatedAt
 		}
 	}
@@ -327,6 +391,14 @@ func (u *ui) inbox(w http.ResponseWriter, r *http.Request, me *session) {
 	u.render(w, http.StatusOK, "inbox", view{Title: "Approvals", Me: me, Data: rows})
 }
 
+// withOwnNames adds to a's flags the look-alikes of the signed-in human's
+// own verified name and email, which only the host knows.
+func withOwnNames(a switchboard.Approval, me *session) switchboard.Approval {
+	a.Flags = append(slices.Clone(a.Flags), a.Lookalikes(me.human, "your own name", me.name)...)
+	a.Flags = append(a.Flags, a.Lookalikes(me.human, "your own email", me.email)...)
+	return a
+}
+
 // pending finds the human's pending approval for an edge: another human's
 // edge, or one decided already, is not found.
 func (u *ui) pending(r *http.Request, me *session) (switchboard.Approval, error) {
@@ -336,7 +408,7 @@ func (u *ui) pending(r *http.Request, me *session) (switchboard.Approval, error)
 	}
 	for _, t := range todos {
 		if t.Approval != nil && t.Approval.EdgeID == r.PathValue("edge") {
-			return *t.Approval, nil
+			return withOwnNames(*t.Approval, me), nil
 		}
 	}
 	return switchboard.Approval{}, fmt.Errorf("%w: approval", switchboard.ErrNotFound)
@@ -350,8 +422,43 @@ type choice struct {
 	Checked bool
 }
 
-// choices lists the request's queue × verb pairs, checked as in form (all,
-// when form is nil).
+// lifetimes are the grant lifetimes the decision page offers, by form
+// value; "" is the default.
+var lifetimes = []struct {
+	Value, Label string
+	For          time.Duration // 0: no end
+}{
+	{"1d", "1 day", 24 * time.Hour},
+	{"7d", "7 days", 7 * 24 * time.Hour},
+	{"30d", "30 days", 30 * 24 * time.Hour},
+	{"365d", "a year", 365 * 24 * time.Hour},
+	{"none", "until I revoke it", 0},
+}
+
+// defaultLifetime is the lifetime preselected.
+const defaultLifetime = "30d"
+
+// lifetime reads the form's lifetime: the grant's end from now (zero: no
+// end) and its label.
+func lifetime(form url.Values, now time.Time) (time.Time, string, string, error) {
+	v := form.Get("lifetime")
+	if v == "" {
+		v = defaultLifetime
+	}
+	for _, l := range lifetimes {
+		if l.Value == v {
+			if l.For == 0 {
+				return time.Time{}, l.Value, l.Label, nil
+			}
+			return now.Add(l.For), l.Value, l.Label, nil
+		}
+	}
+	return time.Time{}, "", "", fmt.Errorf("%w: unknown lifetime", switchboard.ErrInvalidArgument)
+}
+
+// choices lists the request's queue × verb pairs, checked as in form —
+// when form is nil (the first showing), the low-risk verbs only: a verb
+// that reaches every todo of a queue is given only by a deliberate tick.
 func choices(a switchboard.Approval, form url.Values) [][]choice {
 	var out [][]choice
 	picked := map[string]bool{}
@@ -362,7 +469,7 @@ func choices(a switchboard.Approval, form url.Values) [][]choice {
 		var row []choice
 		for j, v := range e.Verbs {
 			k := fmt.Sprintf("%d.%d", i, j)
-			row = append(row, choice{Key: k, Queue: e.Queue, Verb: v, Checked: form == nil || picked[k]})
+			row = append(row, choice{Key: k, Queue: e.Queue, Verb: v, Checked: (form == nil && v.Risk() == switchboard.RiskLow) || picked[k]})
 		}
 		out = append(out, row)
 	}
@@ -392,7 +499,25 @@ func (u *ui) decide(w http.ResponseWriter, r *http.Request, me *session) {
 		u.fail(w, me, err)
 		return
 	}
-	u.render(w, http.StatusOK, "decide", view{Title: "Decide", Me: me, Data: map[string]any{"A": a, "Choices": choices(a, nil)}})
+	u.render(w, http.StatusOK, "decide", view{Title: "Decide", Me: me, Data: map[string]any{"A": a, "Choices": choices(a, nil),
+		"Lifetimes": lifetimes, "Lifetime": defaultLifetime}})
+}
+
+// granted is one verb a review or an outcome restates: the queue, the verb
+// and its weight.
+type granted struct {
+	Queue string
+	Verb  switchboard.Verb
+}
+
+func grantedOf(sc switchboard.Scope) []granted {
+	var out []granted
+	for _, e := range sc {
+		for _, v := range e.Verbs {
+			out = append(out, granted{e.Queue, v})
+		}
+	}
+	return out
 }
 
 // review shows the scope that approving would grant, before it is granted.
@@ -403,7 +528,13 @@ func (u *ui) review(w http.ResponseWriter, r *http.Request, me *session) {
 		return
 	}
 	sc := narrowed(a, r.PostForm)
-	u.render(w, http.StatusOK, "review", view{Title: "Review", Me: me, Data: map[string]any{"A": a, "Scope": sc, "Words": sc.Describe(), "Picked": r.PostForm["grant"], "Choices": choices(a, r.PostForm)}})
+	end, lt, label, err := lifetime(r.PostForm, u.h.now())
+	if err != nil {
+		u.fail(w, me, err)
+		return
+	}
+	u.render(w, http.StatusOK, "review", view{Title: "Review", Me: me, Data: map[string]any{"A": a, "Scope": sc, "Granted": grantedOf(sc),
+		"Picked": r.PostForm["grant"], "Lifetime": lt, "LifetimeLabel": label, "Ends": end}})
 }
 
 func (u *ui) approve(w http.ResponseWriter, r *http.Request, me *session) {
@@ -417,17 +548,45 @@ func (u *ui) approve(w http.ResponseWriter, r *http.Request, me *session) {
 		u.fail(w, me, fmt.Errorf("%w: nothing is checked: deny the request instead", switchboard.ErrInvalidArgument))
 		return
 	}
-	g, err := u.h.cfg.SB.Approve(r.Context(), me.human, a.EdgeID, sc)
+	end, _, _, err := lifetime(r.PostForm, u.h.now())
 	if err != nil {
 		u.fail(w, me, err)
 		return
 	}
+	g, err := u.h.cfg.SB.ApproveWith(r.Context(), me.human, a.EdgeID, switchboard.ApproveOptions{Scope: sc, ExpiresAt: end})
+	if err != nil {
+		u.fail(w, me, err)
+		return
+	}
+	var lines []line
+	for _, v := range grantedOf(g.Scope) {
+		lines = append(lines, line{theirs(v.Verb.DescribeIn(v.Queue))})
+	}
+	until := "It lasts until you revoke it, under Connections."
+	if !g.ExpiresAt.IsZero() {
+		until = "It ends on " + g.ExpiresAt.UTC().Format("2 January 2006, 15:04 UTC") + ", or sooner if you revoke it under Connections."
+	}
 	u.render(w, http.StatusOK, "done", view{Title: "Approved", Me: me, Data: map[string]any{
 		"Heading": "Approved",
-		"Lines":   append([]string{fmt.Sprintf("%s may now, through grant %s:", clip(80, a.From.Card.Name), g.ID)}, g.Scope.Describe()...),
-		"Next":    "Its agent collects the credential with the pickup secret it holds; until then nothing can use the grant. You can revoke it at any time under Connections.",
+		"Lead":    line{theirs(person(a.Human)), words("'s agent "), theirs(a.From.Card.Name), words(" may now:")},
+		"Lines":   lines,
+		"Next":    "Nothing can use it until that agent picks up its access, which only it can do. " + until,
+		"Details": map[string]string{"Grant": g.ID, "Request": a.EdgeID},
 	}})
 }
+
+// piece is part of a sentence a page shows: the host's own words, or
+// outside text (Theirs), which the page isolates and clips.
+type piece struct {
+	Text   string
+	Theirs bool
+}
+
+// line is a sentence of pieces.
+type line []piece
+
+func words(s string) piece  { return piece{Text: s} }
+func theirs(s string) piece { return piece{Text: s, Theirs: true} }
 
 func (u *ui) deny(w http.ResponseWriter, r *http.Request, me *session) {
 	a, err := u.pending(r, me)
@@ -439,18 +598,56 @@ func (u *ui) deny(w http.ResponseWriter, r *http.Request, me *session) {
 		u.fail(w, me, err)
 		return
 	}
-	lines := []string{fmt.Sprintf("The request from %s was denied. It granted nothing.", clip(80, a.From.Card.Name))}
+	lines := []line{{words("You turned down the request from "), theirs(person(a.Human)), words("'s agent "), theirs(a.From.Card.Name), words(". It was given nothing.")}}
 	if r.PostForm.Get("block") == "1" {
 		if err := u.h.cfg.SB.Block(r.Context(), me.human, switchboard.Human{Issuer: a.Human.Issuer, Subject: a.Human.Subject}); err != nil {
 			u.fail(w, me, err)
 			return
 		}
-		lines = append(lines, fmt.Sprintf("%s can no longer send you friend requests from any agent.", humanLabel(switchboard.Human{Issuer: a.Human.Issuer, Subject: a.Human.Subject})))
+		lines = append(lines, line{theirs(person(a.Human)), words(" can no longer ask you for anything, from any agent.")})
 	}
-	u.render(w, http.StatusOK, "done", view{Title: "Denied", Me: me, Data: map[string]any{"Heading": "Denied", "Lines": lines}})
+	u.render(w, http.StatusOK, "done", view{Title: "Denied", Me: me, Data: map[string]any{"Heading": "Denied", "Lines": lines,
+		"Details": map[string]string{"Request": a.EdgeID, "Account": a.Human.Subject, "Identity provider": a.Human.Issuer}}})
 }
 
 // ---- connections
+
+// connView is a connection as the connections pages show it: the person
+// on the other side first, then the agents, then what the grant allows.
+type connView struct {
+	C       switchboard.Connection
+	Granted bool   // the signed-in human gave it (else one of their agents holds it)
+	Person  string // the person on the other side ("you" for their own agents)
+	Contact string // how to reach or recognise them: an attested email, else account at issuer
+	Theirs  string // their agent's name
+	Mine    string // the signed-in human's agent's name
+	May     []line // what the grant allows, sentence by sentence
+	Ends    time.Time
+}
+
+func viewConn(c switchboard.Connection, me *session) connView {
+	v := connView{C: c, Granted: c.Direction == switchboard.Granted, Ends: c.Grant.ExpiresAt}
+	holder, target := agentName(c.Grant.Holder, c.HolderName), agentName(c.Grant.Target, c.TargetName)
+	switch {
+	case c.Edge == nil: // a Vend: the human's own agent
+		v.Person, v.Theirs, v.Mine = "You", holder, target
+	case v.Granted:
+		p := c.Edge.Provenance
+		v.Person, v.Contact, v.Theirs, v.Mine = p.Name, p.Email, holder, target
+		if v.Person == "" {
+			v.Person = p.Subject
+		}
+		if v.Contact == "" {
+			v.Contact = humanLabel(p.Human())
+		}
+	default:
+		v.Person, v.Contact, v.Theirs, v.Mine = c.Grant.Grantor.Subject, humanLabel(c.Grant.Grantor), target, holder
+	}
+	for _, g := range grantedOf(c.Grant.Scope) {
+		v.May = append(v.May, line{theirs(g.Verb.DescribeIn(g.Queue))})
+	}
+	return v
+}
 
 func (u *ui) connections(w http.ResponseWriter, r *http.Request, me *session) {
 	cs, err := u.h.cfg.SB.Connections(r.Context(), me.human)
@@ -458,7 +655,11 @@ func (u *ui) connections(w http.ResponseWriter, r *http.Request, me *session) {
 		u.fail(w, me, err)
 		return
 	}
-	u.render(w, http.StatusOK, "connections", view{Title: "Connections", Me: me, Data: cs})
+	views := make([]connView, len(cs))
+	for i, c := range cs {
+		views[i] = viewConn(c, me)
+	}
+	u.render(w, http.StatusOK, "connections", view{Title: "Connections", Me: me, Data: views})
 }
 
 // connectionOf finds one of the human's connections by grant id.
@@ -490,7 +691,7 @@ func (u *ui) connection(w http.ResponseWriter, r *http.Request, me *session) {
 		}
 		open = append(open, ts...)
 	}
-	u.render(w, http.StatusOK, "connection", view{Title: "Connection", Me: me, Data: map[string]any{"C": c, "Open": open}})
+	u.render(w, http.StatusOK, "connection", view{Title: "Connection", Me: me, Data: map[string]any{"V": viewConn(c, me), "Open": open}})
 }
 
 func (u *ui) revoke(w http.ResponseWriter, r *http.Request, me *session) {
@@ -509,9 +710,18 @@ func (u *ui) revoke(w http.ResponseWriter, r *http.Request, me *session) {
 	}
 	u.render(w, http.StatusOK, "done", view{Title: "Revoked", Me: me, Data: map[string]any{
 		"Heading": "Revoked",
-		"Lines": []string{fmt.Sprintf("Grant %s is revoked: its credential fails from the next call on.", c.Grant.ID),
-			"Todos it created that nobody had claimed are cancelled; claimed ones finish or fail normally."},
+		"Lines": []line{{theirs(agentName(c.Grant.Holder, c.HolderName)), words(" can no longer use this connection: its next call fails.")},
+			{words("Work it sent that nobody had started is cancelled; work already started finishes or fails as usual.")}},
+		"Details": map[string]string{"Grant": c.Grant.ID},
 	}})
+}
+
+// agentName is how a page names an agent: its card's name, else its id.
+func agentName(id, name string) string {
+	if name != "" {
+		return name
+	}
+	return id
 }
 
 // ---- history
@@ -584,7 +794,201 @@ func (u *ui) history(w http.ResponseWriter, r *http.Request, me *session) {
 		after = evs[len(evs)-1].Seq
 	}
 	slices.Reverse(mine)
-	u.render(w, http.StatusOK, "history", view{Title: "History", Me: me, Data: map[string]any{"Events": mine, "Signed": cpErr == nil, "Checkpoint": cp}})
+	nm := u.newNamer(ctx, me)
+	items := make([]historyItem, 0, len(mine))
+	for _, e := range mine {
+		if strings.HasSuffix(e.Queue, "/"+switchboard.ApprovalsQueue) {
+			continue // an approval todo's life: told by the request's own events
+		}
+		items = append(items, historyItem{Event: e, Line: nm.sentence(e), Mine: e.Actor == c.actor})
+	}
+	u.render(w, http.StatusOK, "history", view{Title: "History", Me: me, Data: map[string]any{"Items": items, "Signed": cpErr == nil, "Checkpoint": cp}})
+}
+
+// historyItem is one event as the history page tells it: a sentence in the
+// reader's terms, and the event itself behind it (ids, proof).
+type historyItem struct {
+	Event switchboard.Event
+	Line  line
+	Mine  bool // the reader did it: a proof is offered
+}
+
+// namer puts names to the ids events hold, in the signed-in human's terms.
+type namer struct {
+	u      *ui
+	ctx    context.Context
+	me     *session
+	agents map[string]string // persona id → its card's name
+	edges  map[string]*switchboard.Edge
+}
+
+func (u *ui) newNamer(ctx context.Context, me *session) *namer {
+	n := &namer{u: u, ctx: ctx, me: me, agents: map[string]string{}, edges: map[string]*switchboard.Edge{}}
+	if cs, err := u.h.cfg.SB.Connections(ctx, me.human); err == nil {
+		for _, c := range cs {
+			n.agents[c.Grant.Holder], n.agents[c.Grant.Target] = agentName(c.Grant.Holder, c.HolderName), agentName(c.Grant.Target, c.TargetName)
+		}
+	}
+	return n
+}
+
+// agent is the name of persona id: its card's, or its id.
+func (n *namer) agent(id string) string {
+	if name, ok := n.agents[id]; ok {
+		return name
+	}
+	name := id
+	if l, err := n.u.h.cfg.SB.Lookup(n.ctx, id); err == nil && l.Card.Name != "" {
+		name = l.Card.Name
+	}
+	n.agents[id] = name
+	return name
+}
+
+// edge is the friend edge id as the reader may see it (nil if not theirs).
+func (n *namer) edge(id string) *switchboard.Edge {
+	if id == "" {
+		return nil
+	}
+	if e, ok := n.edges[id]; ok {
+		return e
+	}
+	var out *switchboard.Edge
+	if e, err := n.u.h.cfg.SB.Edge(n.ctx, n.me.human, id); err == nil {
+		out = &e
+	}
+	n.edges[id] = out
+	return out
+}
+
+// requester names the person behind an edge's request.
+func requester(e *switchboard.Edge) string {
+	if e.Provenance.Name != "" {
+		return e.Provenance.Name
+	}
+	return e.Provenance.Subject
+}
+
+// sentence tells event e in the reader's terms.
+func (n *namer) sentence(e switchboard.Event) line {
+	me := "human:" + n.me.human.Issuer + "#" + n.me.human.Subject
+	byMe := e.Actor == me
+	ed := n.edge(e.Edge)
+	mine := ed != nil && ed.Requester == n.me.human // the reader's agent asked
+	agent := func() piece {
+		if ed != nil {
+			return theirs(n.agent(ed.From))
+		}
+		return theirs(n.agent(e.Persona))
+	}
+	whose := func() line { // "Dave's agent Bookkeeping (dave@example.com)"
+		if ed == nil {
+			return line{words("the agent "), agent()}
+		}
+		if mine {
+			return line{words("your agent "), agent()}
+		}
+		l := line{theirs(requester(ed)), words("'s agent "), agent()}
+		if ed.Provenance.Email != "" {
+			l = append(l, words(" ("), theirs(ed.Provenance.Email), words(")"))
+		}
+		return l
+	}
+	cat := func(parts ...any) line {
+		var l line
+		for _, p := range parts {
+			switch p := p.(type) {
+			case string:
+				l = append(l, words(p))
+			case piece:
+				l = append(l, p)
+			case line:
+				l = append(l, p...)
+			}
+		}
+		return l
+	}
+	allowed := func() line {
+		var l line
+		if ed == nil {
+			return l
+		}
+		for i, g := range grantedOf(ed.Granted) {
+			if i > 0 {
+				l = append(l, words("; "))
+			}
+			l = append(l, theirs(g.Verb.DescribeIn(g.Queue)))
+		}
+		return l
+	}
+	switch e.Type {
+	case switchboard.EventPersonaPublished:
+		return cat("You published your agent ", theirs(n.agent(e.Persona)), ".")
+	case switchboard.EventEdgeRequested:
+		if mine {
+			return cat("Your agent ", agent(), " asked ", theirs(n.agent(ed.To)), " for access.")
+		}
+		to := e.Persona
+		if ed != nil {
+			to = ed.To
+		}
+		return cat(whose(), " asked to send work to your agent ", theirs(n.agent(to)), ".")
+	case switchboard.EventEdgeApproved:
+		if byMe {
+			return cat("You let ", whose(), ": ", allowed(), ".")
+		}
+		return cat("Your agent ", agent(), "'s request was approved: ", allowed(), ".")
+	case switchboard.EventEdgeDenied:
+		if byMe {
+			return cat("You turned down ", whose(), ".")
+		}
+		return cat("Your agent ", agent(), "'s request was turned down.")
+	case switchboard.EventEdgeWithdrawn:
+		return cat(whose(), " withdrew its request.")
+	case switchboard.EventEdgeExpired:
+		return cat("The request of ", whose(), " lapsed unanswered.")
+	case switchboard.EventEdgeReplaced:
+		return cat("A newer approval replaced the earlier one for ", whose(), ".")
+	case switchboard.EventEdgeRevoked, switchboard.EventGrantRevoked:
+		switch {
+		case byMe:
+			return cat("You ended the access of ", whose(), ".")
+		case e.Actor == "system":
+			return cat("The access of ", whose(), " ended (its time was up, or it was never picked up).")
+		}
+		return cat("The access of ", whose(), " was ended by the other side.")
+	case switchboard.EventGrantMinted:
+		return cat("Access was issued to ", whose(), ".")
+	case switchboard.EventGrantCollected:
+		return cat(whose(), " picked up its access.")
+	case switchboard.EventHumanBlocked:
+		return cat("You blocked ", theirs(e.Detail), " from asking again.")
+	case switchboard.EventHumanUnblocked:
+		return cat("You unblocked ", theirs(e.Detail), ".")
+	case switchboard.EventTodoCreated:
+		return cat(theirs(n.agent(strings.TrimPrefix(e.Actor, "agent:"))), " sent work", queueOf(e), ".")
+	case switchboard.EventTodoClaimed:
+		return cat(theirs(n.agent(e.Persona)), " started on work", queueOf(e), ".")
+	case switchboard.EventTodoCompleted:
+		return cat("Work", queueOf(e), " was finished.")
+	case switchboard.EventTodoFailed, switchboard.EventTodoDead:
+		return cat("Work", queueOf(e), " failed.")
+	case switchboard.EventTodoCancelled:
+		return cat("Work", queueOf(e), " was cancelled.")
+	}
+	return cat("Recorded: ", theirs(string(e.Type)), ".")
+}
+
+// queueOf is " in <queue>" for an event's queue, by its name.
+func queueOf(e switchboard.Event) line {
+	q := e.Queue
+	if i := strings.LastIndexByte(q, '/'); i >= 0 {
+		q = q[i+1:]
+	}
+	if q == "" || strings.HasPrefix(q, "_") {
+		return nil
+	}
+	return line{words(" in "), theirs(q)}
 }
 
 // checkpoint downloads the log's latest signed checkpoint (a C2SP signed

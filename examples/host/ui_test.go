@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchboardhq/switchboard"
+	"github.com/switchboardhq/switchboard/switchboardtest"
 )
 
 // browser is a cookie-keeping HTTP client that reads pages as a browser
@@ -125,19 +126,22 @@ func TestApprovalPages(t *testing.T) {
 
 	edgeID, secret := e.friendRequest(t, "send invoices", twoQueues)
 	require.Equal(t, 200, bob.get("/inbox"))
-	for _, want := range []string{"Alice&#39;s bot", "alice-bot", "Alice Example", "alice@example.com", "send invoices", "signed in with pwd, otp", "urn:example:mfa", `href="/inbox/` + edgeID + `"`} {
+	for _, want := range []string{"Alice&#39;s bot", "Alice Example", "alice@example.com", "send invoices", `href="/inbox/` + edgeID + `"`} {
 		require.Contains(t, bob.page, want)
 	}
 
 	// Narrow: keep inbox create_for and billing create_for; drop get, list.
 	require.Equal(t, 200, bob.get("/inbox/"+edgeID))
+	for _, want := range []string{"alice-bot", "with <bdi>pwd, otp</bdi>", "urn:example:mfa"} {
+		require.Contains(t, bob.page, want)
+	}
 	require.Equal(t, 4, strings.Count(bob.page, `type="checkbox" name="grant"`), "one box per queue × verb")
-	require.Equal(t, 4, strings.Count(bob.page, " checked>"), "every box preselected as requested")
+	require.Equal(t, 4, strings.Count(bob.page, " checked>"), "every low-risk box preselected as requested")
 	tok := bob.csrf()
 	pick := url.Values{"csrf": {tok}, "grant": {"0.0", "1.0"}} // billing/create_for, inbox/create_for (normalized order)
 	require.Equal(t, 200, bob.post("/inbox/"+edgeID+"/review", pick))
 	require.Contains(t, bob.page, `id="final-scope"`)
-	require.Equal(t, 2, strings.Count(bob.page, "<li>queue "), bob.page)
+	require.Equal(t, 2, strings.Count(bob.page, "<li>create todos in "), bob.page)
 	require.NotContains(t, bob.page, "read the todos", "the review shows only what will be granted")
 	require.NotContains(t, bob.page, "list the todos")
 
@@ -161,7 +165,8 @@ func TestApprovalPages(t *testing.T) {
 
 	// Connections: bob sees it with its outstanding todo; revokes it.
 	require.Equal(t, 200, bob.get("/connections"))
-	require.Contains(t, bob.page, "You granted this")
+	require.Contains(t, bob.page, "Alice Example")
+	require.Contains(t, bob.page, "may send work to your agent")
 	require.Equal(t, 200, bob.get("/connections/"+g.ID))
 	require.Contains(t, bob.page, "March")
 	tok = bob.csrf()
@@ -174,6 +179,7 @@ func TestApprovalPages(t *testing.T) {
 	// History lists bob's approval with a downloadable proof that verifies.
 	require.Equal(t, 200, bob.get("/history"))
 	require.Contains(t, bob.page, "edge.approved")
+	require.Contains(t, bob.page, "You let <bdi>Alice Example</bdi>&#39;s agent <bdi>Alice&#39;s bot</bdi>")
 	m := regexp.MustCompile(`href="/history/proof/(\d+)"`).FindStringSubmatch(bob.page)
 	require.NotNil(t, m)
 	resp, err := bob.http.Get(bob.base + "/history/proof/" + m[1])
@@ -208,8 +214,8 @@ func TestDenyAndBlockPage(t *testing.T) {
 	edgeID, _ := e.friendRequest(t, "first", twoQueues)
 	require.Equal(t, 200, bob.get("/inbox/"+edgeID))
 	require.Equal(t, 200, bob.post("/inbox/"+edgeID+"/deny", url.Values{"csrf": {bob.csrf()}, "block": {"1"}}))
-	require.Contains(t, bob.page, "was denied")
-	require.Contains(t, bob.page, "can no longer send you friend requests")
+	require.Contains(t, bob.page, "You turned down the request")
+	require.Contains(t, bob.page, "can no longer ask you for anything")
 	secret, pickup := switchboard.NewPickup()
 	_ = secret
 	req := switchboard.FriendRequest{From: "alice-bot", To: "bob-desk", Scope: twoQueues, Why: "again", Pickup: pickup}
@@ -300,4 +306,28 @@ func TestSessionIdleTimeout(t *testing.T) {
 	time.Sleep(20 * time.Millisecond) // well past the idle timeout
 	require.Equal(t, 200, b.get("/inbox"))
 	require.True(t, strings.HasSuffix(b.at, "/signin"), "idle session still open: %s", b.at)
+}
+
+// With -dev, the inbox offers a sample friend request: the signed-in human
+// gets a pending request from Sam Sample's agent to theirs (published for
+// them if needed), with a high-risk verb to weigh. Without -dev there is
+// no such route.
+func TestDevSampleRequest(t *testing.T) {
+	e := newEnvWith(t, "", func(c *hostConfig, is *switchboardtest.Issuer) { c.Dev = is })
+	bob := e.signInBrowser("bob")
+	require.Contains(t, bob.page, `id="sample"`)
+	require.Equal(t, 200, bob.post("/dev/sample-request", url.Values{"csrf": {bob.csrf()}, "to": {"bob-desk"}}))
+	require.True(t, strings.HasSuffix(bob.at, "/inbox"), bob.at)
+	require.Contains(t, bob.page, "Sam Sample")
+	aps, err := e.sb.Approvals(context.Background(), e.is.Human("bob"))
+	require.NoError(t, err)
+	require.Len(t, aps, 1)
+	require.Equal(t, "bob-desk", aps[0].Approval.To)
+	require.Equal(t, 200, bob.get("/inbox/"+aps[0].Approval.EdgeID))
+	require.Contains(t, bob.page, "High risk")
+
+	plain := newEnv(t, "")
+	b := plain.signInBrowser("bob")
+	require.NotContains(t, b.page, `id="sample"`)
+	require.Equal(t, http.StatusNotFound, b.post("/dev/sample-request", url.Values{"csrf": {b.csrf()}, "to": {"bob-desk"}}))
 }
