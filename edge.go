@@ -150,30 +150,29 @@ type Attested struct {
 func (a Approval) Text() string {
 	// Every outside string in its display form: what a kept record holds
 	// from before the claims were checked cannot reorder or hide a line.
-	a.Human, a.Why, a.To = displayAttested(a.Human), text.Display(a.Why), text.Display(a.To)
-	a.From.ID = text.Display(a.From.ID)
+	human, why, to, from := displayAttested(a.Human), text.Display(a.Why), text.Display(a.To), text.Display(a.From.ID)
 	var b strings.Builder
-	who := a.Human.Name
+	who := human.Name
 	if who == "" {
-		who = a.Human.Subject
+		who = human.Subject
 	}
-	fmt.Fprintf(&b, "Friend request for %s\n", a.To)
-	fmt.Fprintf(&b, "Who:   agent %q (%s), acting for %s", a.From.Card.Name, a.From.ID, who)
-	if a.Human.Email != "" {
-		fmt.Fprintf(&b, " <%s>", a.Human.Email)
+	fmt.Fprintf(&b, "Friend request for %s\n", to)
+	fmt.Fprintf(&b, "Who:   agent %q (%s), acting for %s", a.From.Card.Name, from, who)
+	if human.Email != "" {
+		fmt.Fprintf(&b, " <%s>", human.Email)
 	}
-	fmt.Fprintf(&b, "\n       verified by %s (subject %s)\n", a.Human.Issuer, a.Human.Subject)
-	if len(a.Human.AMR) > 0 || a.Human.ACR != "" {
+	fmt.Fprintf(&b, "\n       verified by %s (subject %s)\n", human.Issuer, human.Subject)
+	if len(human.AMR) > 0 || human.ACR != "" {
 		b.WriteString("       signed in with")
-		if len(a.Human.AMR) > 0 {
-			fmt.Fprintf(&b, " amr %s", strings.Join(a.Human.AMR, ", "))
+		if len(human.AMR) > 0 {
+			fmt.Fprintf(&b, " amr %s", strings.Join(human.AMR, ", "))
 		}
-		if a.Human.ACR != "" {
-			fmt.Fprintf(&b, " acr %s", a.Human.ACR)
+		if human.ACR != "" {
+			fmt.Fprintf(&b, " acr %s", human.ACR)
 		}
 		b.WriteString("\n")
 	}
-	fmt.Fprintf(&b, "Why:   %s\n", a.Why)
+	fmt.Fprintf(&b, "Why:   %s\n", why)
 	b.WriteString("Scope:\n")
 	for _, l := range a.ScopeText {
 		fmt.Fprintf(&b, "  - %s\n", l)
