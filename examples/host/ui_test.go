@@ -141,7 +141,7 @@ func TestApprovalPages(t *testing.T) {
 	pick := url.Values{"csrf": {tok}, "grant": {"0.0", "1.0"}} // billing/create_for, inbox/create_for (normalized order)
 	require.Equal(t, 200, bob.post("/inbox/"+edgeID+"/review", pick))
 	require.Contains(t, bob.page, `id="final-scope"`)
-	require.Equal(t, 2, strings.Count(bob.page, "<li>create todos in "), bob.page)
+	require.Equal(t, 2, strings.Count(bob.page, "<li><bdi>create todos in "), bob.page)
 	require.NotContains(t, bob.page, "read the todos", "the review shows only what will be granted")
 	require.NotContains(t, bob.page, "list the todos")
 
