@@ -15,11 +15,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 	"math/bits"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -46,8 +50,9 @@ const (
 	// (a store may join one transaction's appends into one row).
 	tPending = "events_pending"
 
-	logStateKey   = "log"        // tMeta: logState
-	checkpointKey = "checkpoint" // tMeta: the latest signed checkpoint (a note)
+	logStateKey   = "log"                 // tMeta: logState
+	checkpointKey = "checkpoint"          // tMeta: the latest signed checkpoint (a note, with the witnesses' cosignatures)
+	frontierKey   = "checkpoint_frontier" // tMeta: the stored checkpoint's frontier hashes, largest subtree first (see matchTree)
 )
 
 // logState is the log's shape, in tMeta under logStateKey.
@@ -719,74 +724,376 @@ func logKeys(skey string) (note.Signer, note.Verifier, string, error) {
 // configured.
 func (s *Switchboard) LogVerifierKey() string { return s.logVKey }
 
+// CheckpointStore keeps the audit log's latest signed checkpoint outside
+// the switchboard store (Config.Checkpoints): somewhere whoever can write
+// the store cannot also rewrite — a file beside the log key
+// (CheckpointFile), an object store, another database.
+type CheckpointStore interface {
+	// Load returns the checkpoint Save was last given (a signed note),
+	// or nil if none was.
+	Load(ctx context.Context) ([]byte, error)
+	// Save keeps signed (a signed note, cosignatures included) in place
+	// of the last one, durably before it returns.
+	Save(ctx context.Context, signed []byte) error
+}
+
+// CheckpointFile is a CheckpointStore in the file at path: written whole
+// to a temporary file, synced and renamed over the last, so a crash leaves
+// one checkpoint or the other.
+func CheckpointFile(path string) CheckpointStore { return checkpointFile(path) }
+
+type checkpointFile string
+
+func (f checkpointFile) Load(context.Context) ([]byte, error) {
+	b, err := os.ReadFile(string(f))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	return b, err
+}
+
+func (f checkpointFile) Save(_ context.Context, signed []byte) error {
+	dir := filepath.Dir(string(f))
+	tmp, err := os.CreateTemp(dir, filepath.Base(string(f))+".*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(signed); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp.Name(), string(f)); err != nil {
+		return err
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// logProblem is the last checkpoint problem Reap met: reported (logged)
+// once per distinct error, and readable with LogProblem.
+type logProblem struct {
+	mu  sync.Mutex
+	err error
+}
+
+// set records err (nil: the log is sound again) and reports whether it
+// differs from the last one recorded.
+func (p *logProblem) set(err error) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	changed := (err == nil) != (p.err == nil) || err != nil && err.Error() != p.err.Error()
+	p.err = err
+	return changed
+}
+
+// LogProblem returns the problem the last Reap met signing a checkpoint —
+// an *AuditError when the stored log no longer holds what was signed (audit
+// events are then not purged), or a witness or key trouble — or nil when
+// it signed (or had nothing to sign) without one.
+func (s *Switchboard) LogProblem() error {
+	s.logProblem.mu.Lock()
+	defer s.logProblem.mu.Unlock()
+	return s.logProblem.err
+}
+
+// VerbCheckpoint names Checkpoint in an Operation: an Observer counts its
+// outcomes, so a log that cannot be signed shows in the host's metrics.
+const VerbCheckpoint Verb = "checkpoint"
+
 // Checkpoint returns a signed checkpoint of the audit log as it is now:
 // the latest stored one if the log has not grown since, else a new one,
 // signed with Config.LogKey and stored (VerifyAudit checks the log against
 // it). It needs Config.LogKey (ErrNoLogKey). Reap signs one whenever the
 // log grew, so the stored one is never older than a reap interval.
 // Events still waiting for the sequencer (see Subscribe) are not in it yet.
-func (s *Switchboard) Checkpoint(ctx context.Context) (Checkpoint, error) {
-	if s.logSigner == nil {
-		return Checkpoint{}, ErrNoLogKey
-	}
-	var cp Checkpoint
-	fresh := false
-	err := s.view(ctx, func(t *txn) error {
-		var err error
-		cp, fresh, err = s.storedCheckpoint(t)
-		return err
-	})
-	if err != nil || fresh {
-		return cp, wrapErr("checkpoint", err)
-	}
-	err = s.update(ctx, func(t *txn) error {
-		var err error
-		cp, err = s.signCheckpoint(t)
-		return err
-	})
+//
+// Before any signature it checks that the store still holds the history
+// it signed (CheckLog): the tree at the stored checkpoint's size, and at
+// the size of the one Config.Checkpoints keeps, must hash to their roots,
+// neither may be larger than the log, the stored one may not be older than
+// the kept one, and every event since the stored one must hash to its
+// stored leaf. Otherwise it returns an *AuditError (ErrAuditBroken) naming
+// the first position it can, and signs nothing: a store rewritten by
+// whoever can write it is never signed with the real key. A new checkpoint
+// goes to Config.Checkpoints once stored, and to Config.Witnesses (see
+// WitnessConfig); a witness that cannot be reached makes the error wrap
+// ErrWitness (the checkpoint returned is signed and stored all the same).
+func (s *Switchboard) Checkpoint(ctx context.Context) (cp Checkpoint, err error) {
+	ctx, ob := s.observe(ctx, Operation{Verb: VerbCheckpoint})
+	defer func() { ob.End(Result{Err: err}) }()
+	cp, err = s.checkpoint(ctx)
 	return cp, wrapErr("checkpoint", err)
 }
 
-// storedCheckpoint returns the stored checkpoint and whether it covers the
-// whole log.
-func (s *Switchboard) storedCheckpoint(t *txn) (Checkpoint, bool, error) {
+func (s *Switchboard) checkpoint(ctx context.Context) (Checkpoint, error) {
+	if s.logSigner == nil {
+		return Checkpoint{}, ErrNoLogKey
+	}
+	kept, err := s.keptCheckpoint(ctx)
+	if err != nil {
+		return Checkpoint{}, err
+	}
+	var cp Checkpoint
+	fresh := false
+	err = s.view(ctx, func(t *txn) error {
+		a, err := s.checkAnchors(t, kept, false)
+		cp, fresh = a.stored, a.fresh
+		return err
+	})
+	if err != nil {
+		return Checkpoint{}, err
+	}
+	if !fresh {
+		err = s.update(ctx, func(t *txn) error {
+			var err error
+			cp, err = s.signCheckpoint(t, kept)
+			return err
+		})
+		if err != nil {
+			return Checkpoint{}, err
+		}
+	}
+	if len(s.witnesses) > 0 {
+		var werr error
+		if cp, werr = s.askWitnesses(ctx, cp); werr != nil {
+			if errors.Is(werr, ErrAuditBroken) {
+				return Checkpoint{}, werr
+			}
+			err = werr // the checkpoint stands; the witnesses' trouble is reported
+		}
+	}
+	if s.cfg.Checkpoints != nil && (kept == nil || !bytes.Equal(kept.Note, cp.Note)) {
+		if serr := s.cfg.Checkpoints.Save(ctx, cp.Note); serr != nil {
+			return cp, errors.Join(err, fmt.Errorf("keep the checkpoint outside the store: %w", serr))
+		}
+	}
+	return cp, err
+}
+
+// CheckLog checks, without signing anything, what Checkpoint checks
+// before it signs: that the store still holds the history signed so far
+// (see Checkpoint). A host calls it at start — after a restart, a restore
+// or a failover — to learn at once, not at the next checkpoint, that the
+// stored checkpoint was deleted or rolled back or the log rewritten or cut
+// short. It needs Config.LogKey (ErrNoLogKey).
+func (s *Switchboard) CheckLog(ctx context.Context) error {
+	if s.logSigner == nil {
+		return fmt.Errorf("switchboard: check log: %w", ErrNoLogKey)
+	}
+	kept, err := s.keptCheckpoint(ctx)
+	if err == nil {
+		err = s.view(ctx, func(t *txn) error {
+			_, err := s.checkAnchors(t, kept, true)
+			return err
+		})
+	}
+	return wrapErr("check log", err)
+}
+
+// keptCheckpoint reads and opens the checkpoint Config.Checkpoints keeps
+// (nil: none configured or none kept yet).
+func (s *Switchboard) keptCheckpoint(ctx context.Context) (*Checkpoint, error) {
+	if s.cfg.Checkpoints == nil {
+		return nil, nil
+	}
+	b, err := s.cfg.Checkpoints.Load(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read the checkpoint kept outside the store: %w", err)
+	}
+	if len(b) == 0 {
+		return nil, nil
+	}
+	cp, _, err := openCheckpointWith(b, s.logVerifiers)
+	if err != nil {
+		return nil, &AuditError{Reason: fmt.Sprintf("the checkpoint kept outside the store: %v", err)}
+	}
+	return &cp, nil
+}
+
+// anchors is what checkAnchors found: the stored checkpoint and whether
+// it covers the whole log, signed with the current key.
+type anchors struct {
+	stored Checkpoint
+	has    bool
+	fresh  bool
+}
+
+// checkAnchors checks that the store still holds the history signed so
+// far: the stored checkpoint and kept (the one kept outside the store, if
+// any) each cover no more events than the log holds and match the tree at
+// their size; the stored one is no older than kept; and, with leaves,
+// every event past the stored checkpoint hashes to its stored leaf.
+func (s *Switchboard) checkAnchors(t *txn, kept *Checkpoint, leaves bool) (anchors, error) {
+	var a anchors
 	st, err := t.logState()
 	if err != nil {
-		return Checkpoint{}, false, err
+		return a, err
 	}
+	seqOf := func(n uint64) uint64 { return st.Offset + n + 1 }
 	b, err := t.tx.Get(tMeta, []byte(checkpointKey))
-	if errors.Is(err, store.ErrNotFound) {
-		return Checkpoint{}, false, nil
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+	case err != nil:
+		return a, err
+	default:
+		cp, current, err := openCheckpointWith(b, s.logVerifiers)
+		if err != nil {
+			hint := ""
+			var unknown *note.UnverifiedNoteError
+			if errors.As(err, &unknown) {
+				hint = " (no key this Switchboard knows signed it: after a key rotation, list the old key in Config.PreviousLogKeys; see docs/audit-log.md)"
+			}
+			return a, &AuditError{Seq: seqOf(0), Reason: fmt.Sprintf("the stored checkpoint: %v%s", err, hint)}
+		}
+		if err := s.matchTree(t, st, cp, "the stored checkpoint", true); err != nil {
+			return a, err
+		}
+		a.stored, a.has = cp, true
+		a.fresh = cp.Size == st.Size && current
 	}
+	if kept != nil {
+		if err := s.matchTree(t, st, *kept, "the checkpoint kept outside the store", false); err != nil {
+			return a, err
+		}
+		switch {
+		case !a.has && kept.Size > 0:
+			return a, &AuditError{Seq: seqOf(0), Reason: fmt.Sprintf("the stored checkpoint is gone, but one of %d events is kept outside the store", kept.Size)}
+		case a.has && a.stored.Size < kept.Size:
+			return a, &AuditError{Seq: seqOf(a.stored.Size), Reason: fmt.Sprintf("the stored checkpoint (%d events) is older than the one kept outside the store (%d events): it was replaced", a.stored.Size, kept.Size)}
+		}
+	}
+	if leaves {
+		from := st.Purged
+		if a.has {
+			from = max(from, a.stored.Size)
+		}
+		if err := checkLeaves(t, st, from); err != nil {
+			return a, err
+		}
+	}
+	return a, nil
+}
+
+// matchTree checks that the log holds cp's events and that the tree at
+// cp's size hashes to cp's root, reading O(log n) stored hashes. On a
+// mismatch of the stored checkpoint (frontier), the frontier hashes stored
+// with it — authentic if they fold into its signed root — name the first
+// subtree whose events changed.
+func (s *Switchboard) matchTree(t *txn, st *logState, cp Checkpoint, which string, frontier bool) error {
+	seqOf := func(n uint64) uint64 { return st.Offset + n + 1 }
+	if cp.Size > st.Size {
+		return &AuditError{Seq: seqOf(st.Size), Reason: fmt.Sprintf("the log holds %d events, fewer than the %d %s signed: it was cut short", st.Size, cp.Size, which)}
+	}
+	if cp.Size < st.Purged {
+		return nil // older than retention: VerifyAudit checks what can be
+	}
+	idx := frontierIndexes(cp.Size)
+	hs, err := t.hashes().ReadHashes(idx)
 	if err != nil {
-		return Checkpoint{}, false, err
+		return &AuditError{Seq: seqOf(0), Reason: fmt.Sprintf("the tree hashes of the %d events %s signed are unreadable: %v", cp.Size, which, err)}
 	}
-	cp, err := openCheckpoint(b, s.logVerifier)
+	if cp.Size == 0 && cp.Root == tlog.Hash(sha256Empty) || cp.Size > 0 && foldFrontier(hs) == cp.Root {
+		return nil
+	}
+	if frontier {
+		if b, err := t.tx.Get(tMeta, []byte(frontierKey)); err == nil && len(b) == len(hs)*tlog.HashSize {
+			signed := make([]tlog.Hash, len(hs))
+			for i := range signed {
+				copy(signed[i][:], b[i*tlog.HashSize:])
+			}
+			if foldFrontier(signed) == cp.Root {
+				var start uint64
+				for i, x := range idx {
+					level, _ := tlog.SplitStoredHashIndex(x)
+					end := start + 1<<level
+					if hs[i] != signed[i] {
+						return &AuditError{Seq: seqOf(start), Reason: fmt.Sprintf("events %d to %d no longer hash to what %s (%d events) signed: the log was rewritten", seqOf(start), seqOf(end-1), which, cp.Size)}
+					}
+					start = end
+				}
+			}
+		}
+	}
+	return &AuditError{Seq: seqOf(0), Reason: fmt.Sprintf("the first %d events no longer hash to the root %s signed: the log was rewritten", cp.Size, which)}
+}
+
+// foldFrontier is the root of the tree whose perfect subtrees, largest
+// first, have hashes hs (RFC 6962: each combined with the root of all
+// after it).
+func foldFrontier(hs []tlog.Hash) tlog.Hash {
+	h := hs[len(hs)-1]
+	for i := len(hs) - 2; i >= 0; i-- {
+		h = tlog.NodeHash(hs[i], h)
+	}
+	return h
+}
+
+// checkLeaves checks that each event from leaf from on hashes to the leaf
+// hash stored with it: an event rewritten without its hashes.
+func checkLeaves(t *txn, st *logState, from uint64) error {
+	var bad error
+	err := t.tx.Scan(tEvents, be64b(st.Offset+from+1), be64b(st.Offset+st.Size+1), func(k, v []byte) bool {
+		n := keySeq(k) - st.Offset - 1
+		leaf, hashes, err := splitEventValue(n, v)
+		if err == nil && (len(hashes) < tlog.HashSize || tlog.RecordHash(leaf) != tlog.Hash(hashes[:tlog.HashSize])) {
+			err = errors.New("it does not hash to its stored leaf")
+		}
+		if err != nil {
+			bad = &AuditError{Seq: keySeq(k), Reason: fmt.Sprintf("event %d, after the last signed checkpoint: %v", keySeq(k), err)}
+			return false
+		}
+		return true
+	})
 	if err != nil {
-		return Checkpoint{}, false, fmt.Errorf("the stored checkpoint: %w", err)
+		return err
 	}
-	return cp, cp.Size == st.Size, nil
+	return bad
 }
 
 // signCheckpoint signs and stores a checkpoint of the log as t sees it,
-// unless the stored one already covers it.
-func (s *Switchboard) signCheckpoint(t *txn) (Checkpoint, error) {
-	cp, fresh, err := s.storedCheckpoint(t)
-	if err != nil || fresh {
-		return cp, err
+// unless the stored one already covers it with the current key, after
+// checkAnchors found the stored history intact; the checkpoint's frontier
+// hashes are stored beside it (see matchTree).
+func (s *Switchboard) signCheckpoint(t *txn, kept *Checkpoint) (Checkpoint, error) {
+	a, err := s.checkAnchors(t, kept, true)
+	if err != nil || a.fresh {
+		return a.stored, err
 	}
 	st, err := t.logState()
 	if err != nil {
 		return Checkpoint{}, err
 	}
-	root, err := treeHash(st.Size, t.hashes())
-	if err != nil {
-		return Checkpoint{}, err
+	root := tlog.Hash(sha256Empty)
+	var frontier []byte
+	if st.Size > 0 {
+		hs, err := t.hashes().ReadHashes(frontierIndexes(st.Size))
+		if err != nil {
+			return Checkpoint{}, err
+		}
+		root = foldFrontier(hs)
+		for _, h := range hs {
+			frontier = append(frontier, h[:]...)
+		}
 	}
-	cp = Checkpoint{Origin: s.logSigner.Name(), Size: st.Size, Root: root}
+	cp := Checkpoint{Origin: s.logSigner.Name(), Size: st.Size, Root: root}
 	cp.Note, err = note.Sign(&note.Note{Text: checkpointText(cp)}, s.logSigner)
 	if err != nil {
 		return Checkpoint{}, fmt.Errorf("sign checkpoint: %w", err)
+	}
+	if err := t.tx.Put(tMeta, []byte(frontierKey), frontier); err != nil {
+		return Checkpoint{}, err
 	}
 	return cp, t.tx.Put(tMeta, []byte(checkpointKey), cp.Note)
 }
@@ -809,15 +1116,22 @@ func checkpointText(cp Checkpoint) string {
 }
 
 // OpenCheckpoint verifies a checkpoint's signature with the log's public
-// key (verifierKey, as LogVerifierKey returns it) and returns what it
-// states. It needs nothing from the store: a third party keeps the note's
-// bytes and the key, and checks proofs against the result.
-func OpenCheckpoint(signed []byte, verifierKey string) (Checkpoint, error) {
-	v, err := note.NewVerifier(verifierKey)
-	if err != nil {
-		return Checkpoint{}, fmt.Errorf("switchboard: open checkpoint: %w: verifier key: %v", ErrInvalidArgument, err)
+// key (verifierKey, as LogVerifierKey returns it) — or, after a key
+// rotation, with any of the keys given — and returns what it states. It
+// needs nothing from the store: a third party keeps the note's bytes and
+// the key, and checks proofs against the result. Cosignatures the note
+// carries besides the log's signature are ignored (see
+// OpenWitnessedCheckpoint).
+func OpenCheckpoint(signed []byte, verifierKey string, previousKeys ...string) (Checkpoint, error) {
+	var vs []note.Verifier
+	for _, k := range append([]string{verifierKey}, previousKeys...) {
+		v, err := note.NewVerifier(k)
+		if err != nil {
+			return Checkpoint{}, fmt.Errorf("switchboard: open checkpoint: %w: verifier key: %v", ErrInvalidArgument, err)
+		}
+		vs = append(vs, v)
 	}
-	cp, err := openCheckpoint(signed, v)
+	cp, _, err := openCheckpointWith(signed, vs)
 	if err != nil {
 		return Checkpoint{}, fmt.Errorf("switchboard: open checkpoint: %w", err)
 	}
@@ -825,42 +1139,57 @@ func OpenCheckpoint(signed []byte, verifierKey string) (Checkpoint, error) {
 }
 
 // openCheckpoint checks signed with v (nil: no key configured, so only the
-// text is read) and parses its text strictly: three lines, the origin being
-// the key's name, a decimal size without sign or leading zeros, a root of
-// exactly 32 bytes in standard base64.
+// text is read) and parses its text strictly.
 func openCheckpoint(signed []byte, v note.Verifier) (Checkpoint, error) {
+	if v == nil {
+		cp, _, err := openCheckpointWith(signed, nil)
+		return cp, err
+	}
+	cp, _, err := openCheckpointWith(signed, []note.Verifier{v})
+	return cp, err
+}
+
+// openCheckpointWith checks signed with any of vs (none: only the text is
+// read) and parses its text strictly: three lines, the origin being the
+// keys' name, a decimal size without sign or leading zeros, a root of
+// exactly 32 bytes in standard base64. first reports whether vs[0] (the
+// current key) is among the signers.
+func openCheckpointWith(signed []byte, vs []note.Verifier) (cp Checkpoint, first bool, err error) {
 	var text string
-	if v != nil {
-		n, err := note.Open(signed, note.VerifierList(v))
+	if len(vs) > 0 {
+		n, err := note.Open(signed, note.VerifierList(vs...))
 		if err != nil {
-			return Checkpoint{}, fmt.Errorf("%w: signature: %v", ErrProof, err)
+			return Checkpoint{}, false, fmt.Errorf("%w: signature: %w", ErrProof, err)
 		}
 		text = n.Text
+		for _, sig := range n.Sigs {
+			first = first || sig.Hash == vs[0].KeyHash() && sig.Name == vs[0].Name()
+		}
 	} else {
 		i := bytes.Index(signed, []byte("\n\n"))
 		if i < 0 {
-			return Checkpoint{}, fmt.Errorf("%w: not a signed note", ErrProof)
+			return Checkpoint{}, false, fmt.Errorf("%w: not a signed note", ErrProof)
 		}
 		text = string(signed[:i+1])
 	}
 	lines := strings.Split(text, "\n")
 	if len(lines) != 4 || lines[3] != "" {
-		return Checkpoint{}, fmt.Errorf("%w: a checkpoint is three lines", ErrProof)
+		return Checkpoint{}, false, fmt.Errorf("%w: a checkpoint is three lines", ErrProof)
 	}
-	if v != nil && lines[0] != v.Name() {
-		return Checkpoint{}, fmt.Errorf("%w: origin %q is not the key's name %q", ErrProof, lines[0], v.Name())
+	if len(vs) > 0 && lines[0] != vs[0].Name() {
+		return Checkpoint{}, false, fmt.Errorf("%w: origin %q is not the key's name %q", ErrProof, lines[0], vs[0].Name())
 	}
 	size, err := strconv.ParseUint(lines[1], 10, 64)
 	if err != nil || strconv.FormatUint(size, 10) != lines[1] {
-		return Checkpoint{}, fmt.Errorf("%w: size %q", ErrProof, lines[1])
+		return Checkpoint{}, false, fmt.Errorf("%w: size %q", ErrProof, lines[1])
 	}
 	root, err := base64.StdEncoding.Strict().DecodeString(lines[2])
 	if err != nil || len(root) != tlog.HashSize {
-		return Checkpoint{}, fmt.Errorf("%w: root hash %q", ErrProof, lines[2])
+		return Checkpoint{}, false, fmt.Errorf("%w: root hash %q", ErrProof, lines[2])
 	}
-	cp := Checkpoint{Origin: lines[0], Size: size, Note: bytes.Clone(signed)}
+	cp = Checkpoint{Origin: lines[0], Size: size, Note: bytes.Clone(signed)}
 	copy(cp.Root[:], root)
-	return cp, nil
+	return cp, first, nil
 }
 
 // LogOffset returns how the seqs of events map to the tree's leaves: event

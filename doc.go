@@ -106,6 +106,16 @@
 // lease any process can take over, adds them to the tree right after
 // commit; elsewhere they are added in the committing transaction.
 //
+// The host cannot get a rewritten log signed: before any signature,
+// Checkpoint checks that the stored tree still hashes to the last signed
+// checkpoint — the stored one and the one Config.Checkpoints keeps
+// outside the store ([CheckpointFile]) — and refuses with an [AuditError]
+// otherwise ([Switchboard.CheckLog] checks the same at start). Witnesses
+// (Config.Witnesses; package witness, C2SP tlog-witness) cosign each
+// checkpoint only after a consistency proof from the last one they
+// cosigned ([OpenWitnessedCheckpoint] requires k of n). Keys rotate with
+// Config.PreviousLogKeys. See docs/audit-log.md.
+//
 // # Testing
 //
 // Package switchboardtest runs a real OIDC issuer inside a test process and

@@ -92,7 +92,8 @@ func (e *Event) sanitize() {
 // ErrAuditBroken is wrapped by the *AuditError VerifyAudit returns.
 var ErrAuditBroken = errors.New("audit log broken")
 
-// AuditError is the first damage VerifyAudit found.
+// AuditError is the first damage VerifyAudit found, or what Checkpoint and
+// CheckLog found before signing.
 type AuditError struct {
 	// Seq is the first event position the damage concerns: the event that
 	// was changed, is missing or is out of place, or the first of the
@@ -102,6 +103,9 @@ type AuditError struct {
 }
 
 func (e *AuditError) Error() string {
+	if e.Seq == 0 {
+		return fmt.Sprintf("%v: %s", ErrAuditBroken, e.Reason)
+	}
 	return fmt.Sprintf("%v at event %d: %s", ErrAuditBroken, e.Seq, e.Reason)
 }
 
@@ -304,7 +308,12 @@ func (s *Switchboard) verifyAudit(ctx context.Context, t *txn, opts VerifyOption
 		return nil
 	}
 	if b, err := t.tx.Get(tMeta, []byte(checkpointKey)); err == nil {
-		cp, err := openCheckpoint(b, s.logVerifier)
+		var cp Checkpoint
+		if s.logVerifier != nil {
+			cp, _, err = openCheckpointWith(b, s.logVerifiers)
+		} else {
+			cp, err = openCheckpoint(b, nil)
+		}
 		if err != nil {
 			return rep, &AuditError{Reason: fmt.Sprintf("the stored checkpoint: %v", err)}
 		}
@@ -318,7 +327,7 @@ func (s *Switchboard) verifyAudit(ctx context.Context, t *txn, opts VerifyOption
 	for i, cp := range kept {
 		if s.logVerifier != nil {
 			var err error
-			if cp, err = openCheckpoint(cp.Note, s.logVerifier); err != nil {
+			if cp, _, err = openCheckpointWith(cp.Note, s.logVerifiers); err != nil {
 				return rep, &AuditError{Reason: fmt.Sprintf("kept checkpoint %d: %v", i, err)}
 			}
 		}

@@ -3,6 +3,7 @@ module github.com/switchboardhq/switchboard
 go 1.26.8
 
 require (
+	filippo.io/torchwood v0.6.1
 	github.com/coreos/go-oidc/v3 v3.21.0
 	github.com/go-jose/go-jose/v4 v4.1.9
 	github.com/google/btree v1.1.3
@@ -15,7 +16,9 @@ require (
 
 require (
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
+	golang.org/x/crypto v0.38.0 // indirect
 	golang.org/x/oauth2 v0.36.0 // indirect
+	golang.org/x/sync v0.25.0 // indirect
 	golang.org/x/sys v0.45.0 // indirect
 	golang.org/x/text v0.44.0 // indirect
 )

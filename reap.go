@@ -4,6 +4,7 @@ package switchboard
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -18,6 +19,10 @@ type ReapStats struct {
 	TokensPurged  int // remembered ID token hashes whose tokens expired
 	TodosPurged   int // ended todos past Config.TodoRetention, deleted
 	EventsPurged  int // audit events past Config.EventRetention, archived and deleted
+	// LogProblem is why this Reap could not checkpoint the audit log
+	// (see Switchboard.LogProblem); nil if it could. Audit events are not
+	// purged while it is an *AuditError or a key problem.
+	LogProblem error
 }
 
 // reapBatch bounds the work of one Reap transaction per kind.
@@ -31,7 +36,11 @@ const reapBatch = 500
 // Config.TodoRetention; then, with Config.LogKey, it signs a checkpoint of
 // the audit log if the log grew (see Checkpoint), and it archives
 // (Config.Archive) and deletes audit events past Config.EventRetention, in
-// transactions of their own. Each kind is
+// transactions of their own. A checkpoint problem stops none of the rest
+// but the audit purge: it is logged once per distinct error, returned in
+// ReapStats.LogProblem (and by LogProblem), and audit events are kept
+// until the log is sound again (a witness that cannot be reached does not
+// hold them back). Each kind is
 // bounded per call; call again while it reports work. Correctness never
 // depends on it — Claim recovers expired leases and every check compares
 // expiry times — but it keeps queues and approval lists tidy.
@@ -129,9 +138,28 @@ func (s *Switchboard) Reap(ctx context.Context) (ReapStats, error) {
 	}
 	if s.logSigner != nil {
 		// A checkpoint of the log as it is before anything is purged, so
-		// the stored one always covers every kept event.
-		if _, err := s.Checkpoint(ctx); err != nil {
-			return st, fmt.Errorf("switchboard: reap: %w", err)
+		// the stored one always covers every kept event. A problem does
+		// not stop the rest: it is logged once (per distinct error),
+		// readable from LogProblem and ReapStats, and counted by an
+		// Observer; audit events are purged only while the log is sound.
+		_, cerr := s.Checkpoint(ctx)
+		if isClosed(cerr) {
+			return st, fmt.Errorf("switchboard: reap: %w", cerr)
+		}
+		if ctx.Err() != nil {
+			return st, fmt.Errorf("switchboard: reap: %w", ctx.Err())
+		}
+		st.LogProblem = cerr
+		if s.logProblem.set(cerr) {
+			if cerr != nil {
+				s.cfg.Logger.LogAttrs(ctx, slog.LevelError, "switchboard: the audit log cannot be checkpointed; audit events are kept until it can",
+					slog.String("error", cerr.Error()))
+			} else {
+				s.cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "switchboard: the audit log is checkpointed again")
+			}
+		}
+		if cerr != nil && !errors.Is(cerr, ErrWitness) {
+			return st, nil
 		}
 	}
 	if st.EventsPurged, err = s.purgeEvents(ctx, reapBatch); err != nil {

@@ -98,6 +98,25 @@ type Config struct {
 	// tree that VerifyAudit checks and proofs cover, but Checkpoint
 	// returns ErrNoLogKey.
 	LogKey string
+	// PreviousLogKeys are the public (verifier) keys, as LogVerifierKey
+	// gave them, of keys that signed this log's checkpoints before LogKey:
+	// a checkpoint one of them signed is still accepted — the stored one,
+	// kept ones, the CLI's — and the first checkpoint LogKey signs must be
+	// consistent with it, like any other. Every key must carry LogKey's
+	// name (the log's origin). See docs/audit-log.md, "Rotating the key".
+	PreviousLogKeys []string
+	// Checkpoints, if set, keeps each checkpoint the Switchboard signs
+	// outside the store (CheckpointFile is one, in a file), and is read
+	// back before every signature: the stored log must still hash to the
+	// checkpoint kept there, and the stored checkpoint must be no older
+	// than it — so that whoever can write the store cannot delete or roll
+	// back the record of what was signed without the next signature, and
+	// CheckLog, refusing.
+	Checkpoints CheckpointStore
+	// Witnesses cosign each checkpoint after checking that it extends the
+	// last one they cosigned for this log (C2SP tlog-witness): see
+	// WitnessConfig. Their cosignatures are stored with the checkpoint.
+	Witnesses []WitnessConfig
 	// SequencerLease is how long the process that sequences the audit log
 	// holds the job before another may take it over — the longest the log
 	// stalls after that process dies. Only stores whose writers run
@@ -209,9 +228,12 @@ type Switchboard struct {
 	seq       *sequencer
 	closeOnce sync.Once
 	// The audit log's signing key (Config.LogKey), if any.
-	logSigner   note.Signer
-	logVerifier note.Verifier
-	logVKey     string
+	logSigner    note.Signer
+	logVerifier  note.Verifier
+	logVKey      string
+	logVerifiers []note.Verifier // logVerifier, then PreviousLogKeys'
+	logProblem   logProblem      // the last checkpoint problem, reported once
+	witnesses    []witness
 }
 
 // notified wakes this process's waiters for a key another process's commit
@@ -307,8 +329,24 @@ func New(st store.Store, cfg *Config) (*Switchboard, error) {
 	s := &Switchboard{st: st, cfg: c, now: c.Clock.Now, oidc: v, limits: l, dpop: dp, quotas: c.Quotas.withDefaults(), dirs: dirs, localDir: local}
 	if c.LogKey != "" {
 		if s.logSigner, s.logVerifier, s.logVKey, err = logKeys(c.LogKey); err != nil {
+			return nil, err
+		}
+		s.logVerifiers = []note.Verifier{s.logVerifier}
+		for i, k := range c.PreviousLogKeys {
+			v, err := note.NewVerifier(k)
+			if err != nil {
+				return nil, invalid("Config.PreviousLogKeys[%d]: %v", i, err)
+			}
+			if v.Name() != s.logSigner.Name() {
+				return nil, invalid("Config.PreviousLogKeys[%d] is named %q, not the log's origin %q: a rotated key keeps the log's name", i, v.Name(), s.logSigner.Name())
+			}
+			s.logVerifiers = append(s.logVerifiers, v)
+		}
+		if s.witnesses, err = newWitnesses(c.Witnesses); err != nil {
 			return nil, fmt.Errorf("switchboard: %w", err)
 		}
+	} else if len(c.PreviousLogKeys) > 0 || len(c.Witnesses) > 0 || c.Checkpoints != nil {
+		return nil, fmt.Errorf("switchboard: %w", invalid("Config.PreviousLogKeys, Witnesses and Checkpoints need Config.LogKey"))
 	}
 	appends := false
 	if err := st.View(context.Background(), func(tx store.Tx) error {

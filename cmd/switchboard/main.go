@@ -58,6 +58,8 @@ func (e *exitErr) Unwrap() error { return e.err }
 // app is the open store and the output settings.
 type app struct {
 	db, dsn, table, logKey string
+	previousKeys           []string // --previous-log-key: verifier keys of keys that signed before
+	verifierKeys           []string // --verifier-key: keys the stored checkpoint must verify with
 	asJSON                 bool
 	out                    io.Writer
 
@@ -114,7 +116,9 @@ func (a *app) commands() *cobra.Command {
 	root.PersistentFlags().StringVar(&a.db, "db", "", "a bolt store file (a live host's is read through a snapshot)")
 	root.PersistentFlags().StringVar(&a.dsn, "dsn", "", "a PostgreSQL DSN")
 	root.PersistentFlags().StringVar(&a.table, "table", "", "the PostgreSQL store's table (default the store's)")
-	root.PersistentFlags().StringVar(&a.logKey, "log-key", "", "a file with the audit log's signing key (for checkpoint)")
+	root.PersistentFlags().StringVar(&a.logKey, "log-key", "", "a file with the audit log's signing key (for checkpoint); the checkpoint kept beside it (FILE.checkpoint, as examples/host keeps it) is checked too")
+	root.PersistentFlags().StringArrayVar(&a.previousKeys, "previous-log-key", nil, "the public key of a key that signed this log's checkpoints before --log-key (after a rotation); repeat for more")
+	root.PersistentFlags().StringArrayVar(&a.verifierKeys, "verifier-key", nil, "a public key of the log (LogVerifierKey): audit verify checks the stored checkpoint is signed with one of them, without the signing key; repeat for old keys")
 	root.PersistentFlags().BoolVar(&a.asJSON, "json", false, "JSON output, for scripts")
 
 	queues := &cobra.Command{Use: "queues", Short: "Every queue's todo counts by state", Args: cobra.NoArgs,
@@ -238,6 +242,16 @@ func (a *app) commands() *cobra.Command {
 				fmt.Fprintln(cmd.ErrOrStderr(), "verifying the audit log…")
 			}
 			rep, err := a.sb.VerifyAuditWith(cmd.Context(), opts)
+			if err == nil && a.logKey != "" {
+				err = a.sb.CheckLog(cmd.Context())
+			}
+			if err == nil && len(a.verifierKeys) > 0 {
+				if rep.Checkpoint == nil {
+					err = fmt.Errorf("%w: no stored checkpoint to check with --verifier-key", switchboard.ErrAuditBroken)
+				} else if _, oerr := switchboard.OpenCheckpoint(rep.Checkpoint.Note, a.verifierKeys[0], a.verifierKeys[1:]...); oerr != nil {
+					err = fmt.Errorf("%w: the stored checkpoint: %w", switchboard.ErrAuditBroken, oerr)
+				}
+			}
 			if err != nil {
 				return &exitErr{exitAudit, err}
 			}
@@ -255,6 +269,9 @@ func (a *app) commands() *cobra.Command {
 				return err
 			}
 			cp, err := a.sb.Checkpoint(cmd.Context())
+			if errors.Is(err, switchboard.ErrAuditBroken) {
+				return &exitErr{exitAudit, err}
+			}
 			if err != nil {
 				return err
 			}
@@ -342,6 +359,10 @@ func (a *app) open(ctx context.Context) error {
 			return err
 		}
 		cfg.LogKey = strings.TrimSpace(string(b))
+		cfg.PreviousLogKeys = a.previousKeys
+		if _, err := os.Stat(a.logKey + ".checkpoint"); err == nil {
+			cfg.Checkpoints = switchboard.CheckpointFile(a.logKey + ".checkpoint")
+		}
 	}
 	sb, err := switchboard.New(a.st, cfg)
 	if err != nil {

@@ -147,6 +147,33 @@ func TestOnABoltStore(t *testing.T) {
 	require.Contains(t, out, "ok: events")
 	require.Regexp(t, `verifying \[=+\] 100\.0% (\d+)/(\d+) events\n$`, errs)
 
+	// Signed checkpoints and a rotated key: the CLI signs with the key
+	// file and keeps the checkpoint beside it (as examples/host does);
+	// after a rotation it verifies with the new key and the old listed.
+	oldKey, oldV, err := switchboard.NewLogKey("cli.test/log")
+	require.NoError(t, err)
+	newKey, newV, err := switchboard.NewLogKey("cli.test/log")
+	require.NoError(t, err)
+	keyFile := filepath.Join(dir, "log.key")
+	require.NoError(t, os.WriteFile(keyFile, []byte(oldKey+"\n"), 0o600))
+	require.NoError(t, os.WriteFile(keyFile+".checkpoint", nil, 0o600))
+	out, code = sb(t, bin, "--db", path, "--log-key", keyFile, "audit", "checkpoint")
+	require.Zero(t, code, out)
+	kept, err := os.ReadFile(keyFile + ".checkpoint")
+	require.NoError(t, err)
+	require.Equal(t, out, string(kept), "the checkpoint is kept beside the key")
+	out, code = sb(t, bin, "--db", path, "audit", "verify", "--verifier-key", oldV)
+	require.Zero(t, code, out)
+	require.NoError(t, os.WriteFile(keyFile, []byte(newKey+"\n"), 0o600))
+	out, code = sb(t, bin, "--db", path, "--log-key", keyFile, "audit", "checkpoint")
+	require.Equal(t, exitAudit, code, "a new key that does not list the old: %s", out)
+	out, code = sb(t, bin, "--db", path, "--log-key", keyFile, "--previous-log-key", oldV, "audit", "checkpoint")
+	require.Zero(t, code, out)
+	out, code = sb(t, bin, "--db", path, "audit", "verify", "--verifier-key", newV, "--verifier-key", oldV)
+	require.Zero(t, code, out)
+	out, code = sb(t, bin, "--db", path, "audit", "verify", "--verifier-key", oldV)
+	require.Equal(t, exitAudit, code, "signed with the new key now: %s", out)
+
 	backup := filepath.Join(dir, "backup.db")
 	out, code = sb(t, bin, "--db", path, "backup", backup)
 	require.Zero(t, code, out)

@@ -24,6 +24,7 @@ import (
 	"github.com/switchboardhq/switchboard/mcptools"
 	"github.com/switchboardhq/switchboard/store"
 	"github.com/switchboardhq/switchboard/switchboardtest"
+	"github.com/switchboardhq/switchboard/witness"
 )
 
 // maxBody bounds every request body; a card is at most 256 KiB.
@@ -57,6 +58,10 @@ type hostConfig struct {
 	// Clock is the Switchboard's clock (its Config.Clock), which the
 	// pages reckon a grant's end from; nil is the system clock.
 	Clock switchboard.Clock
+	// Witness, if set, is served at POST /witness/add-checkpoint: this
+	// host cosigns the checkpoints of the logs it witnesses (C2SP
+	// tlog-witness), for the hosts its humans are friends with.
+	Witness *witness.Server
 }
 
 // now is the time on the Switchboard's clock.
@@ -152,6 +157,9 @@ func buildHost(cfg hostConfig) (*host, http.Handler, error) {
 		mcpOpts = &mcptools.Options{URL: strings.TrimSuffix(cfg.BaseURL, "/") + "/mcp"}
 	}
 	mux.Handle("/mcp", mcptools.Handler(cfg.SB, mcpOpts))
+	if cfg.Witness != nil {
+		mux.Handle("POST /witness/add-checkpoint", cfg.Witness)
+	}
 	if cfg.Dev != nil {
 		mux.HandleFunc("POST /dev/login", h.devLogin)
 		mux.HandleFunc("POST /dev/id-token", h.devToken)

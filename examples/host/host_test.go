@@ -3,7 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -21,8 +23,11 @@ import (
 
 	"github.com/switchboardhq/switchboard"
 	"github.com/switchboardhq/switchboard/agentcard"
+	"github.com/switchboardhq/switchboard/store"
 	"github.com/switchboardhq/switchboard/store/bolt"
+	"github.com/switchboardhq/switchboard/store/memory"
 	"github.com/switchboardhq/switchboard/switchboardtest"
+	"github.com/switchboardhq/switchboard/witness"
 )
 
 // env is one running host: its switchboard on its own bolt file, and the
@@ -33,7 +38,8 @@ type env struct {
 	srv   *httptest.Server
 	is    *switchboardtest.Issuer
 	host  *host
-	clock *stepClock // the Switchboard's and the pages' clock
+	clock *stepClock  // the Switchboard's and the pages' clock
+	st    store.Store // the Switchboard's store
 }
 
 // stepClock is the system clock moved forward by Step: a test that must
@@ -60,11 +66,20 @@ func (c *stepClock) Step(d time.Duration) {
 
 func newEnv(t *testing.T, primary string, trust ...switchboard.Issuer) *env {
 	t.Helper()
-	return newEnvWith(t, primary, nil, trust...)
+	return newEnvWith(t, primary, envOpts{}, trust...)
 }
 
-// newEnvWith is newEnv with edit applied to the host's configuration.
-func newEnvWith(t *testing.T, primary string, edit func(*hostConfig, *switchboardtest.Issuer), trust ...switchboard.Issuer) *env {
+// envOpts change what newEnvWith builds.
+type envOpts struct {
+	host    func(*hostConfig, *switchboardtest.Issuer) // edits the host's configuration
+	sb      func(*switchboard.Config)                  // edits the Switchboard's
+	logName string                                     // the audit log's origin; default host.test/log
+	logKey  *string                                    // receives the log's public key
+	logSKey string                                     // the log's signing key; default a new one
+}
+
+// newEnvWith is newEnv with opts.
+func newEnvWith(t *testing.T, primary string, opts envOpts, trust ...switchboard.Issuer) *env {
 	t.Helper()
 	is, err := switchboardtest.NewIssuer("switchboard")
 	require.NoError(t, err)
@@ -72,20 +87,33 @@ func newEnvWith(t *testing.T, primary string, edit func(*hostConfig, *switchboar
 	st, err := bolt.Open(filepath.Join(t.TempDir(), "sb.db"), nil)
 	require.NoError(t, err)
 	t.Cleanup(func() { st.Close() })
-	e := &env{t: t, is: is, clock: &stepClock{}}
+	e := &env{t: t, is: is, clock: &stepClock{}, st: st}
 	e.srv = httptest.NewUnstartedServer(nil)
 	e.srv.Start()
 	t.Cleanup(e.srv.Close)
-	skey, _, err := switchboard.NewLogKey("host.test/log")
+	if opts.logName == "" {
+		opts.logName = "host.test/log"
+	}
+	skey, vkey, err := switchboard.NewLogKey(opts.logName)
 	require.NoError(t, err)
-	sb, err := switchboard.New(st, &switchboard.Config{Issuers: append([]switchboard.Issuer{is.Config()}, trust...), LogKey: skey, Clock: e.clock})
+	if opts.logSKey != "" {
+		skey = opts.logSKey
+	}
+	if opts.logKey != nil {
+		*opts.logKey = vkey
+	}
+	sbc := &switchboard.Config{Issuers: append([]switchboard.Issuer{is.Config()}, trust...), LogKey: skey, Clock: e.clock}
+	if opts.sb != nil {
+		opts.sb(sbc)
+	}
+	sb, err := switchboard.New(st, sbc)
 	require.NoError(t, err)
 	t.Cleanup(func() { sb.Close() })
 	e.sb = sb
 	cfg := hostConfig{SB: sb, Store: st, Primary: primary, BaseURL: e.srv.URL, Clock: e.clock,
 		SignIn: &SignIn{Issuer: is.URL(), ClientID: is.ClientID, RedirectURL: e.srv.URL + "/signin/callback"}}
-	if edit != nil {
-		edit(&cfg, is)
+	if opts.host != nil {
+		opts.host(&cfg, is)
 	}
 	h, handler, err := buildHost(cfg)
 	require.NoError(t, err)
@@ -245,9 +273,31 @@ func TestWholeFlowOverHTTP(t *testing.T) {
 
 // Two organisations, each with its own host, store and identity provider.
 func TestTwoHosts(t *testing.T) {
-	x := newEnv(t, "")
+	// Each host witnesses the other's audit log (C2SP tlog-witness): X's
+	// witness knows Y's log key, Y's knows X's, and each asks the other.
+	xLog, xLogV, err := switchboard.NewLogKey("x.test/log")
+	require.NoError(t, err)
+	yLog, yLogV, err := switchboard.NewLogKey("y.test/log")
+	require.NoError(t, err)
+	xWit, xWitV, err := witness.NewKey("x.test/witness")
+	require.NoError(t, err)
+	yWit, yWitV, err := witness.NewKey("y.test/witness")
+	require.NoError(t, err)
+	askY, askX := &witness.Client{}, &witness.Client{}
+	witnessOf := func(name string, key ed25519.PrivateKey, logKey string) func(*hostConfig, *switchboardtest.Issuer) {
+		return func(c *hostConfig, _ *switchboardtest.Issuer) {
+			origin, _, _ := strings.Cut(logKey, "+")
+			w, err := witness.NewServer(witness.Config{Name: name, Key: key, Store: memory.New(), Logs: []witness.Log{{Origin: origin, Keys: []string{logKey}}}})
+			require.NoError(t, err)
+			c.Witness = w
+		}
+	}
+	x := newEnvWith(t, "", envOpts{logSKey: xLog, host: witnessOf("x.test/witness", xWit, yLogV),
+		sb: func(c *switchboard.Config) { c.Witnesses = []switchboard.WitnessConfig{{Witness: askY, Key: yWitV}} }})
 	// Y trusts X's issuer for friend requests, besides its own.
-	y := newEnv(t, "bob-desk", x.is.Config())
+	y := newEnvWith(t, "bob-desk", envOpts{logSKey: yLog, host: witnessOf("y.test/witness", yWit, xLogV),
+		sb: func(c *switchboard.Config) { c.Witnesses = []switchboard.WitnessConfig{{Witness: askX, Key: xWitV}} }}, x.is.Config())
+	askY.URL, askX.URL = y.srv.URL+"/witness/add-checkpoint", x.srv.URL+"/witness/add-checkpoint"
 	bob := y.signIn("bob")
 	bob.publish("bob-desk", "Bob's desk", true)
 	alice := x.signIn("alice")
@@ -298,6 +348,49 @@ func TestTwoHosts(t *testing.T) {
 	bad.IDToken = x.is.RequestToken("alice", bad, time.Now())
 	code, _, _ = agent.do("POST", endpoint+"/friend-requests", map[string]any{"from": bad.From, "to": bad.To, "scope": bad.Scope, "why": bad.Why, "pickup": bad.Pickup, "id_token": bad.IDToken, "from_card": aliceCard})
 	assert.Equal(t, 400, code)
+
+	// Each host's checkpoints carry the other's cosignature.
+	for _, h := range []struct {
+		e           *env
+		log, wit    string
+		name, other string
+	}{{x, xLogV, yWitV, "x", "y.test/witness"}, {y, yLogV, xWitV, "y", "x.test/witness"}} {
+		cp, err := h.e.sb.Checkpoint(context.Background())
+		require.NoError(t, err, h.name)
+		_, names, err := switchboard.OpenWitnessedCheckpoint(cp.Note, h.log, []string{h.wit}, 1)
+		require.NoError(t, err, h.name)
+		require.Equal(t, []string{h.other}, names)
+	}
+
+	// Whoever can write X's store rewrites its history — and, so that X
+	// itself has nothing to compare with, deletes its stored checkpoint
+	// and what it knew of Y's witness. X signs the forgery (its key is
+	// real), but Y's witness, which cosigned X's genuine log, refuses it:
+	// X's checkpoint is not cosigned, and X reports the log broken.
+	require.NoError(t, switchboardtest.RewriteAuditEvent(context.Background(), x.st, 1, func(leaf []byte) []byte {
+		return bytes.Replace(leaf, []byte(`"persona.published"`), []byte(`"persona.unpublish"`), 1)
+	}))
+	require.NoError(t, x.st.Update(context.Background(), func(tx store.Tx) error {
+		return errors.Join(tx.Delete("meta", []byte("checkpoint")), tx.Delete("meta", []byte("checkpoint_frontier")), tx.Delete("meta", []byte("witness\x00y.test/witness")))
+	}))
+	alice.publish("alice-bot-2", "Alice's second bot", false) // the log grows
+	_, err = x.sb.Checkpoint(context.Background())
+	require.ErrorIs(t, err, switchboard.ErrAuditBroken)
+	require.ErrorContains(t, err, "witness y.test/witness refused")
+	forged := mustStoredCheckpoint(t, x)
+	_, _, err = switchboard.OpenWitnessedCheckpoint(forged, xLogV, []string{yWitV}, 1)
+	require.ErrorIs(t, err, switchboard.ErrProof, "the forgery carries no cosignature: nobody who requires Y's trusts it")
+}
+
+func mustStoredCheckpoint(t *testing.T, e *env) []byte {
+	t.Helper()
+	var b []byte
+	require.NoError(t, e.st.View(context.Background(), func(tx store.Tx) error {
+		var err error
+		b, err = tx.Get("meta", []byte("checkpoint"))
+		return err
+	}))
+	return b
 }
 
 func mustVend(t *testing.T, e *env, owner, persona string) switchboard.Credential {

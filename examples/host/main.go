@@ -10,20 +10,27 @@ package main
 
 import (
 	"context"
+	"crypto/ed25519"
 	"crypto/rand"
 	"errors"
 	"flag"
+	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"strings"
 	"syscall"
 	"time"
 
+	"golang.org/x/mod/sumdb/note"
+
 	"github.com/switchboardhq/switchboard"
+	"github.com/switchboardhq/switchboard/store"
 	"github.com/switchboardhq/switchboard/store/bolt"
 	"github.com/switchboardhq/switchboard/switchboardtest"
+	"github.com/switchboardhq/switchboard/witness"
 )
 
 func main() {
@@ -37,6 +44,11 @@ func main() {
 	webhookOrigins := flag.String("webhook-origins", "", "comma-separated origins webhooks may be delivered to (https://hooks.example.com); with -dev, http and loopback are allowed too")
 	logKeyFile := flag.String("log-key", "", "a file holding the audit log's signing key (created if missing), for signed checkpoints and proofs on the history page; -dev makes a throwaway one")
 	primary := flag.String("primary", "", "the persona served at /.well-known/agent-card.json")
+	witnessKeyFile := flag.String("witness-key", "", "a file holding this host's witness key (an Ed25519 seed, created if missing): with -witness-for, this host cosigns those logs' checkpoints at POST /witness/add-checkpoint")
+	witnessName := flag.String("witness-name", "", "this host's name as a witness (default: <host of -base-url>/witness)")
+	var witnessFor, witnesses listFlag
+	flag.Var(&witnessFor, "witness-for", "the public key (LogVerifierKey) of a log this host witnesses; repeat for more")
+	flag.Var(&witnesses, "witness", "URL,KEY: a witness this host asks to cosign its checkpoints (its add-checkpoint URL and its public key); repeat for more")
 	dev := flag.Bool("dev", false, "run with an embedded local OIDC issuer and the /dev/login and /dev/id-token routes (for trying the host; never in production)")
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
@@ -75,11 +87,28 @@ func main() {
 		log.Error("webhooks", "err", err)
 		os.Exit(1)
 	}
+	var wcs []switchboard.WitnessConfig
+	for _, w := range witnesses {
+		i := strings.LastIndexByte(w, ',')
+		if i < 0 {
+			log.Error("-witness wants URL,KEY", "value", w)
+			os.Exit(2)
+		}
+		wcs = append(wcs, switchboard.WitnessConfig{Witness: &witness.Client{URL: w[:i]}, Key: w[i+1:]})
+	}
+	var checkpoints switchboard.CheckpointStore
+	if *logKeyFile != "" {
+		// The last signed checkpoint, kept beside the key and outside the
+		// store: deleting or rolling back the stored one is caught.
+		checkpoints = switchboard.CheckpointFile(*logKeyFile + ".checkpoint")
+	}
 	sb, err := switchboard.New(st, &switchboard.Config{
-		Issuers:  []switchboard.Issuer{{URL: *issuer, ClientID: *clientID}},
-		Logger:   log,
-		LogKey:   logKey,
-		Webhooks: webhooks,
+		Issuers:     []switchboard.Issuer{{URL: *issuer, ClientID: *clientID}},
+		Logger:      log,
+		LogKey:      logKey,
+		Checkpoints: checkpoints,
+		Witnesses:   wcs,
+		Webhooks:    webhooks,
 	})
 	if err != nil {
 		log.Error("switchboard", "err", err)
@@ -89,7 +118,20 @@ func main() {
 	if *baseURL == "" {
 		*baseURL = "http://" + *addr
 	}
-	handler, err := newHost(hostConfig{SB: sb, Store: st, Primary: *primary, Logger: log, Dev: devIssuer, BaseURL: *baseURL,
+	if logKey != "" {
+		if err := sb.CheckLog(context.Background()); err != nil {
+			log.Error("the audit log does not hold what was signed: nothing more will be signed until it does", "err", err)
+		}
+	}
+	var wit *witness.Server
+	if *witnessKeyFile != "" {
+		if wit, err = newWitness(*witnessKeyFile, *witnessName, *baseURL, witnessFor, st); err != nil {
+			log.Error("witness", "err", err)
+			os.Exit(1)
+		}
+		log.Info("witnessing", "logs", len(witnessFor), "key", wit.VerifierKey(), "url", strings.TrimSuffix(*baseURL, "/")+"/witness/add-checkpoint")
+	}
+	handler, err := newHost(hostConfig{SB: sb, Store: st, Primary: *primary, Logger: log, Dev: devIssuer, BaseURL: *baseURL, Witness: wit,
 		SignIn: &SignIn{Issuer: *issuer, ClientID: *clientID, ClientSecret: *clientSecret, RedirectURL: strings.TrimSuffix(*baseURL, "/") + "/signin/callback"}})
 	if err != nil {
 		log.Error("host", "err", err)
@@ -162,4 +204,44 @@ func webhookConfig(keyFile, origins string, dev bool) (*switchboard.WebhookConfi
 		return nil, err
 	}
 	return &switchboard.WebhookConfig{Key: key, Origins: strings.Split(origins, ","), AllowHTTP: dev, AllowPrivate: dev}, nil
+}
+
+// listFlag is a flag that may be repeated.
+type listFlag []string
+
+func (l *listFlag) String() string     { return strings.Join(*l, " ") }
+func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
+
+// newWitness makes this host a witness of the logs whose public keys are
+// given, with the key in keyFile (an Ed25519 seed, created 0600 if
+// missing) and its state in st.
+func newWitness(keyFile, name, baseURL string, logs []string, st store.Store) (*witness.Server, error) {
+	seed, err := os.ReadFile(keyFile)
+	if os.IsNotExist(err) {
+		seed = make([]byte, ed25519.SeedSize)
+		_, _ = rand.Read(seed)
+		err = os.WriteFile(keyFile, seed, 0o600)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if len(seed) != ed25519.SeedSize {
+		return nil, fmt.Errorf("%s holds %d bytes, not an Ed25519 seed", keyFile, len(seed))
+	}
+	if name == "" {
+		u, err := url.Parse(baseURL)
+		if err != nil || u.Host == "" {
+			return nil, fmt.Errorf("-witness-name: cannot derive one from %q", baseURL)
+		}
+		name = u.Host + "/witness"
+	}
+	var ls []witness.Log
+	for _, k := range logs {
+		v, err := note.NewVerifier(k)
+		if err != nil {
+			return nil, fmt.Errorf("-witness-for %q: %w", k, err)
+		}
+		ls = append(ls, witness.Log{Origin: v.Name(), Keys: []string{k}})
+	}
+	return witness.NewServer(witness.Config{Name: name, Key: ed25519.NewKeyFromSeed(seed), Logs: ls, Store: st})
 }

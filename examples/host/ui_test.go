@@ -313,7 +313,7 @@ func TestSessionIdleTimeout(t *testing.T) {
 // them if needed), with a high-risk verb to weigh. Without -dev there is
 // no such route.
 func TestDevSampleRequest(t *testing.T) {
-	e := newEnvWith(t, "", func(c *hostConfig, is *switchboardtest.Issuer) { c.Dev = is })
+	e := newEnvWith(t, "", envOpts{host: func(c *hostConfig, is *switchboardtest.Issuer) { c.Dev = is }})
 	bob := e.signInBrowser("bob")
 	require.Contains(t, bob.page, `id="sample"`)
 	require.Equal(t, 200, bob.post("/dev/sample-request", url.Values{"csrf": {bob.csrf()}, "to": {"bob-desk"}}))

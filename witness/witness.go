@@ -1,0 +1,370 @@
+// Package witness is a transparency-log witness for switchboard's audit
+// log (C2SP tlog-witness, with C2SP tlog-cosignature/v1 cosignatures): a
+// Server that cosigns a log's checkpoint only after checking a
+// consistency proof from the last checkpoint it cosigned for that log —
+// so a log cannot show it two histories, or roll back, without being
+// refused — and a Client, the switchboard.Witness that asks one over HTTP.
+//
+// Two hosts whose humans friend each other each have an interest in the
+// other's record of their approvals: each can run a Server for the other
+// (examples/host does, with -witness-for) and name the other's in
+// switchboard.Config.Witnesses.
+package witness
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/mod/sumdb/note"
+	"golang.org/x/mod/sumdb/tlog"
+
+	"github.com/switchboardhq/switchboard"
+	"github.com/switchboardhq/switchboard/internal/cosig"
+	"github.com/switchboardhq/switchboard/store"
+)
+
+// Errors a Server's AddCheckpoint returns (besides *switchboard.WitnessConflict
+// and errors wrapping switchboard.ErrWitnessRefused), matched with errors.Is.
+var (
+	ErrUnknownLog   = errors.New("witness: unknown log")                           // 404: no log of that origin is witnessed here
+	ErrBadSignature = errors.New("witness: the checkpoint's signature is invalid") // 403
+	ErrBadRequest   = errors.New("witness: malformed request")                     // 400
+)
+
+// Log is a log a Server witnesses: its origin (the first line of its
+// checkpoints, the name of its key) and its public keys (signed-note
+// verifier keys, as switchboard.Switchboard.LogVerifierKey gives them; a
+// rotated log lists the new and the old).
+type Log struct {
+	Origin string
+	Keys   []string
+}
+
+// Config configures NewServer.
+type Config struct {
+	// Name is the witness's name, as its cosignatures and its public key
+	// carry it (no spaces, no '+'): conventionally a host name and path.
+	Name string
+	// Key is the witness's Ed25519 private key (NewKey makes one).
+	Key ed25519.PrivateKey
+	// Logs are the logs it witnesses.
+	Logs []Log
+	// Store keeps, per log, the last checkpoint cosigned, durably before
+	// the cosignature is returned. Its table "witness_logs" is the
+	// witness's own: a switchboard store can hold it beside its own.
+	Store store.Store
+	// Now is the clock cosignatures are timestamped with; nil: time.Now.
+	Now func() time.Time
+	// Logger receives a report of every refusal — a checkpoint
+	// inconsistent with the last one cosigned: a fork or a rewrite; nil:
+	// slog.Default().
+	Logger *slog.Logger
+}
+
+// table is the Store table a Server keeps its state in: origin → the last
+// checkpoint it cosigned (the log's signed note).
+const table = "witness_logs"
+
+// Server is a witness. Its AddCheckpoint makes it a switchboard.Witness
+// in the same process; ServeHTTP serves it as C2SP tlog-witness's
+// add-checkpoint endpoint.
+type Server struct {
+	cfg    Config
+	signer *cosig.Signer
+	logs   map[string]note.Verifiers
+}
+
+// NewKey returns a new witness private key, and the public key in
+// signed-note form for the logs that name this witness
+// (switchboard.WitnessConfig.Key).
+func NewKey(name string) (ed25519.PrivateKey, string, error) {
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return nil, "", err
+	}
+	s, err := cosig.NewSigner(name, priv, func() uint64 { return 0 })
+	if err != nil {
+		return nil, "", err
+	}
+	return priv, s.VerifierKey(), nil
+}
+
+// NewServer returns a witness.
+func NewServer(c Config) (*Server, error) {
+	if c.Store == nil {
+		return nil, errors.New("witness: Config.Store is required")
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	signer, err := cosig.NewSigner(c.Name, c.Key, func() uint64 { return uint64(c.Now().Unix()) })
+	if err != nil {
+		return nil, fmt.Errorf("witness: %w", err)
+	}
+	s := &Server{cfg: c, signer: signer, logs: map[string]note.Verifiers{}}
+	for _, l := range c.Logs {
+		var vs []note.Verifier
+		for _, k := range l.Keys {
+			v, err := note.NewVerifier(k)
+			if err != nil {
+				return nil, fmt.Errorf("witness: log %s: key: %w", l.Origin, err)
+			}
+			if v.Name() != l.Origin {
+				return nil, fmt.Errorf("witness: log %s: its key is named %q", l.Origin, v.Name())
+			}
+			vs = append(vs, v)
+		}
+		if len(vs) == 0 {
+			return nil, fmt.Errorf("witness: log %s: no key", l.Origin)
+		}
+		s.logs[l.Origin] = note.VerifierList(vs...)
+	}
+	return s, nil
+}
+
+// VerifierKey is the witness's public key, for the logs that name it.
+func (s *Server) VerifierKey() string { return s.signer.VerifierKey() }
+
+// checkpoint is a parsed checkpoint note.
+type checkpoint struct {
+	origin string
+	size   uint64
+	root   tlog.Hash
+	text   string
+}
+
+func parseCheckpoint(text string) (checkpoint, error) {
+	lines := strings.Split(text, "\n")
+	if len(lines) != 4 || lines[3] != "" {
+		return checkpoint{}, errors.New("a checkpoint is three lines")
+	}
+	size, err := strconv.ParseUint(lines[1], 10, 64)
+	if err != nil || strconv.FormatUint(size, 10) != lines[1] {
+		return checkpoint{}, fmt.Errorf("size %q", lines[1])
+	}
+	root, err := base64.StdEncoding.Strict().DecodeString(lines[2])
+	if err != nil || len(root) != tlog.HashSize {
+		return checkpoint{}, fmt.Errorf("root %q", lines[2])
+	}
+	c := checkpoint{origin: lines[0], size: size, text: text}
+	copy(c.root[:], root)
+	return c, nil
+}
+
+// AddCheckpoint is switchboard.Witness's: it checks that signed (the log's
+// signed note) is signed by the log's key and extends, by proof, the last
+// checkpoint cosigned for that log — which must have oldSize events —
+// records it, and returns its cosignature line. A fork (another root at a
+// size cosigned before, or a proof that does not lead from the last one)
+// is refused with switchboard.ErrWitnessRefused and reported.
+func (s *Server) AddCheckpoint(ctx context.Context, oldSize uint64, proof []tlog.Hash, signed []byte) ([]byte, error) {
+	text, _, ok := strings.Cut(string(signed), "\n\n")
+	if !ok {
+		return nil, fmt.Errorf("%w: not a signed note", ErrBadRequest)
+	}
+	origin, _, _ := strings.Cut(text, "\n")
+	vs, known := s.logs[origin]
+	if !known {
+		return nil, fmt.Errorf("%w: %q", ErrUnknownLog, origin)
+	}
+	n, err := note.Open(signed, vs)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadSignature, err)
+	}
+	cp, err := parseCheckpoint(n.Text)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadRequest, err)
+	}
+	if oldSize > cp.size {
+		return nil, fmt.Errorf("%w: old size %d is past the checkpoint's %d", ErrBadRequest, oldSize, cp.size)
+	}
+	err = s.cfg.Store.Update(ctx, func(tx store.Tx) error {
+		var last checkpoint
+		if b, err := tx.Get(table, []byte(origin)); err == nil {
+			ln, err := note.Open(b, vs)
+			if err != nil {
+				return fmt.Errorf("the stored checkpoint of %s: %w", origin, err)
+			}
+			if last, err = parseCheckpoint(ln.Text); err != nil {
+				return fmt.Errorf("the stored checkpoint of %s: %w", origin, err)
+			}
+		} else if !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		if oldSize != last.size {
+			return &switchboard.WitnessConflict{Size: last.size}
+		}
+		switch {
+		case last.size == 0 && oldSize == 0:
+			// The first checkpoint of this log: nothing to extend.
+		case cp.size == last.size:
+			if cp.root != last.root {
+				return s.refuse(origin, fmt.Errorf("a checkpoint of %d events with another root than the one cosigned: a fork", cp.size))
+			}
+		default:
+			if err := tlog.CheckTree(proof, int64(cp.size), cp.root, int64(last.size), last.root); err != nil {
+				return s.refuse(origin, fmt.Errorf("the checkpoint of %d events does not extend the one of %d cosigned before: %v", cp.size, last.size, err))
+			}
+		}
+		return tx.Put(table, []byte(origin), signed)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return s.signer.Cosign([]byte(n.Text)), nil
+}
+
+func (s *Server) refuse(origin string, err error) error {
+	s.cfg.Logger.LogAttrs(context.Background(), slog.LevelError, "witness: refused a checkpoint: the log is not consistent with what it showed before",
+		slog.String("origin", origin), slog.String("error", err.Error()))
+	return fmt.Errorf("%w: %v", switchboard.ErrWitnessRefused, err)
+}
+
+// maxBody bounds an add-checkpoint request.
+const maxBody = 64 << 10
+
+// ServeHTTP serves C2SP tlog-witness's add-checkpoint: a POST (to any
+// path; mount it at <prefix>/add-checkpoint) whose body is "old <size>",
+// the consistency proof's hashes in base64 a line each, an empty line and
+// the checkpoint note. It answers 200 with the cosignature line, 409 with
+// the size it last cosigned (text/x.tlog.size), 422 for a checkpoint that
+// does not extend it, 404 for a log it does not witness, 403 for a bad
+// signature and 400 for a malformed request.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", "POST")
+		http.Error(w, "POST only", http.StatusMethodNotAllowed)
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	if err != nil {
+		http.Error(w, "body too large", http.StatusRequestEntityTooLarge)
+		return
+	}
+	old, proof, signed, err := parseRequest(body)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	line, err := s.AddCheckpoint(r.Context(), old, proof, signed)
+	var conflict *switchboard.WitnessConflict
+	switch {
+	case err == nil:
+		w.Header().Set("Content-Type", "text/x.tlog.cosignature")
+		_, _ = w.Write(line)
+	case errors.As(err, &conflict):
+		w.Header().Set("Content-Type", "text/x.tlog.size")
+		w.WriteHeader(http.StatusConflict)
+		_, _ = fmt.Fprintf(w, "%d\n", conflict.Size)
+	case errors.Is(err, switchboard.ErrWitnessRefused):
+		http.Error(w, err.Error(), http.StatusUnprocessableEntity)
+	case errors.Is(err, ErrUnknownLog):
+		http.Error(w, err.Error(), http.StatusNotFound)
+	case errors.Is(err, ErrBadSignature):
+		http.Error(w, err.Error(), http.StatusForbidden)
+	case errors.Is(err, ErrBadRequest):
+		http.Error(w, err.Error(), http.StatusBadRequest)
+	default:
+		http.Error(w, "witness: internal error", http.StatusInternalServerError)
+	}
+}
+
+func parseRequest(body []byte) (uint64, []tlog.Hash, []byte, error) {
+	head, signed, ok := bytes.Cut(body, []byte("\n\n"))
+	if !ok {
+		return 0, nil, nil, errors.New("witness: want old size, proof, an empty line and the checkpoint")
+	}
+	sc := bufio.NewScanner(bytes.NewReader(head))
+	if !sc.Scan() {
+		return 0, nil, nil, errors.New("witness: no old size")
+	}
+	f := strings.Fields(sc.Text())
+	if len(f) != 2 || f[0] != "old" {
+		return 0, nil, nil, errors.New("witness: the first line is old <size>")
+	}
+	old, err := strconv.ParseUint(f[1], 10, 64)
+	if err != nil || strconv.FormatUint(old, 10) != f[1] {
+		return 0, nil, nil, errors.New("witness: old size is not a decimal number")
+	}
+	var proof []tlog.Hash
+	for sc.Scan() {
+		b, err := base64.StdEncoding.Strict().DecodeString(sc.Text())
+		if err != nil || len(b) != tlog.HashSize {
+			return 0, nil, nil, errors.New("witness: a proof line is not a base64 hash")
+		}
+		var h tlog.Hash
+		copy(h[:], b)
+		proof = append(proof, h)
+		if len(proof) > 64 {
+			return 0, nil, nil, errors.New("witness: proof too long")
+		}
+	}
+	return old, proof, signed, nil
+}
+
+// Client asks a witness over HTTP (C2SP tlog-witness): a switchboard.Witness.
+type Client struct {
+	// URL is the witness's add-checkpoint endpoint.
+	URL string
+	// HTTP is the client it is asked with; nil: http.DefaultClient.
+	HTTP *http.Client
+}
+
+var _ switchboard.Witness = (*Client)(nil)
+
+// AddCheckpoint is switchboard.Witness's, over HTTP.
+func (c *Client) AddCheckpoint(ctx context.Context, oldSize uint64, proof []tlog.Hash, signed []byte) ([]byte, error) {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "old %d\n", oldSize)
+	for _, h := range proof {
+		b.WriteString(base64.StdEncoding.EncodeToString(h[:]))
+		b.WriteByte('\n')
+	}
+	b.WriteByte('\n')
+	b.Write(signed)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.URL, &b)
+	if err != nil {
+		return nil, err
+	}
+	hc := c.HTTP
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
+	if err != nil {
+		return nil, err
+	}
+	switch resp.StatusCode {
+	case http.StatusOK:
+		return body, nil
+	case http.StatusConflict:
+		size, err := strconv.ParseUint(strings.TrimSpace(string(body)), 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("witness: 409 without a size")
+		}
+		return nil, &switchboard.WitnessConflict{Size: size}
+	case http.StatusUnprocessableEntity:
+		return nil, fmt.Errorf("%w: %s", switchboard.ErrWitnessRefused, strings.TrimSpace(string(body)))
+	}
+	return nil, fmt.Errorf("witness: %s: %s", resp.Status, strings.TrimSpace(string(body)))
+}
