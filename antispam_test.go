@@ -259,8 +259,8 @@ func TestBlock(t *testing.T) {
 		_, errUnknown := h.request(h.carol, "carol-bot", "nobody-here", inboxCreate, "let me in")
 		_, errHidden := h.request(h.carol, "carol-bot", "ghost", inboxCreate, "let me in")
 		require.ErrorIs(t, errBlocked, sb.ErrNotFound)
-		assert.Equal(t, errUnknown.Error(), errBlocked.Error())
-		assert.Equal(t, errHidden.Error(), errBlocked.Error())
+		sameWords(t, errUnknown, "nobody-here", errBlocked, "bob-desk", "blocked reads as unknown")
+		sameWords(t, errHidden, "ghost", errBlocked, "bob-desk", "blocked reads as hidden")
 		assert.Equal(t, before, lastSeq(t, h), "nothing stored")
 
 		// Other humans can still ask bob, and carol can still ask others.

@@ -46,7 +46,7 @@ func (s *Switchboard) resolve(ctx context.Context, id string) (Listing, error) {
 			return Listing{}, err // a store failure, not an answer
 		}
 	}
-	return Listing{}, notFound("persona")
+	return Listing{}, notFoundNamed("persona", id)
 }
 
 // Search runs q against every configured directory and returns at most

@@ -355,11 +355,11 @@ func TestRequestKeyIsBound(t *testing.T) {
 func proofsFromJS(t *testing.T, key *switchboardtest.ProofKey, reqs ...map[string]string) []string {
 	t.Helper()
 	if _, err := os.Stat("interop/js/node_modules/dpop"); err != nil {
-		t.Skip("npm dpop is not installed: run npm ci --prefix interop/js (CI does)")
+		switchboardtest.Skip(t, "npm dpop is not installed: run npm ci --prefix interop/js (CI does)")
 	}
 	node, err := exec.LookPath("node")
 	if err != nil {
-		t.Skip("node is not installed")
+		switchboardtest.Skip(t, "node is not installed")
 	}
 	in, err := json.Marshal(map[string]any{"jwk": key.PrivateJWK(), "requests": reqs})
 	require.NoError(t, err)

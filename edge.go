@@ -241,7 +241,7 @@ func (s *Switchboard) Request(ctx context.Context, r FriendRequest) (edge Edge, 
 	// discoverable check below is that resolution: no extra read.
 	if !s.localDir {
 		if _, err := s.resolve(ctx, r.To); err != nil {
-			return fail(err)
+			return fail(named(err, "persona", r.To))
 		}
 	}
 	var out Edge
@@ -249,17 +249,19 @@ func (s *Switchboard) Request(ctx context.Context, r FriendRequest) (edge Edge, 
 		created = false // fn may run more than once
 		from, err := t.persona(r.From)
 		if err != nil {
-			return err
+			return named(err, "persona", r.From)
 		}
 		if from.Owner != prov.Human() {
 			return fmt.Errorf("%w: the verified human does not own agent %q", ErrForbidden, r.From)
 		}
+		// Unknown, undiscoverable or blocking: one answer, naming the
+		// target the requester gave.
 		to, err := t.discoverableHead(r.To)
 		if err != nil {
-			return err
+			return named(err, "persona", r.To)
 		}
 		if err := t.checkBlocked(prov.Human(), to); err != nil {
-			return err
+			return named(err, "persona", r.To)
 		}
 		if to.RequireProof && jkt == "" {
 			return invalid("persona %s accepts only requests bound to a key: send the agent's public key (FriendRequest.Key)", to.ID)

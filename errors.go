@@ -86,6 +86,23 @@ func wrapErr(op string, err error) error {
 
 func notFound(what string) error { return fmt.Errorf("%w: %s", ErrNotFound, what) }
 
+// notFoundNamed is ErrNotFound naming what the caller asked for by the name
+// it gave ("not found: queue \"refunds\""): the same words for a name that
+// does not exist and for one the caller may not see, so the name tells the
+// caller nothing it did not say.
+func notFoundNamed(what, name string) error {
+	return fmt.Errorf("%w: %s %q", ErrNotFound, what, name)
+}
+
+// named turns a not-found error into notFoundNamed(what, name), and leaves
+// any other error (a store failure) as it is.
+func named(err error, what, name string) error {
+	if errors.Is(err, ErrNotFound) {
+		return notFoundNamed(what, name)
+	}
+	return err
+}
+
 // RetryError is a refusal that may succeed later: it wraps ErrQuotaExceeded
 // or ErrRateLimited and says which limit was hit and when a retry can
 // succeed. Match it with errors.As:

@@ -197,7 +197,7 @@ func ExampleSwitchboard_CreateFor() {
 	// Output:
 	// Hotel, 3 nights queued true from alice-bot
 	// retry returns the same todo: true false
-	// switchboard: create_for: not found: queue
+	// switchboard: create_for: not found: queue "payroll"
 }
 
 func ExampleSwitchboard_Claim() {
@@ -353,6 +353,7 @@ func Example_tour() {
 	st := memory.New() // or bolt.Open("switchboard.db", nil)
 	sb, _ := switchboard.New(st, &switchboard.Config{Issuers: []switchboard.Issuer{iss.Config()}})
 	defer sb.Close()
+	go sb.Run(ctx) // housekeeping: expired leases, requests and grants; webhook delivery
 
 	// 1. Discover: each human publishes an agent with an A2A Agent Card.
 	sb.Publish(ctx, switchboard.Persona{ID: "alice-bot", Owner: alice, Discoverable: true,
@@ -370,7 +371,7 @@ func Example_tour() {
 
 	// 3. The approval waits in Bob's own approvals queue: who, why, what.
 	approvals, _ := sb.Approvals(ctx, bob)
-	fmt.Println(approvals[0].Approval.ScopeText)
+	fmt.Println(strings.Join(approvals[0].Approval.ScopeText, "\n"))
 
 	// 4. Approval is the vend — here narrowed to create_for.
 	grant, _ := sb.Approve(ctx, bob, edge.ID, switchboard.Scope{{Queue: "invoices", Verbs: []switchboard.Verb{switchboard.VerbCreateFor}}})
@@ -393,7 +394,7 @@ func Example_tour() {
 	_, _, err := sb.CreateFor(ctx, credential, "invoices", switchboard.NewTodo{Kind: "invoice.pay"})
 	fmt.Println(todo.Kind, errors.Is(err, switchboard.ErrUnauthenticated))
 	// Output:
-	// [queue "invoices": create todos; read the todos it created or claimed]
+	// queue "invoices": create todos; read the todos it created or claimed
 	// invoice.pay true
 }
 

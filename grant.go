@@ -198,7 +198,7 @@ func (s *Switchboard) authorize(t *txn, c Auth, queue string, v Verb) (*grantRec
 		}
 	}
 	if !g.Scope.Has(queue) {
-		return nil, "", notFound("queue")
+		return nil, "", notFoundNamed("queue", queue)
 	}
 	if !g.Scope.Allows(queue, v) {
 		return nil, "", fmt.Errorf("%w: grant does not allow %s on this queue", ErrForbidden, v)

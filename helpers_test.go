@@ -8,11 +8,14 @@ import (
 	"errors"
 	"path/filepath"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	jose "github.com/go-jose/go-jose/v4"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchboardhq/switchboard"
@@ -282,4 +285,18 @@ func newCardKey(t *testing.T, kid string) cardKey {
 		priv: jose.JSONWebKey{Key: k, KeyID: kid, Algorithm: "ES256"},
 		pub:  &jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: k.Public(), KeyID: kid, Algorithm: "ES256", Use: "sig"}}},
 	}
+}
+
+// TestMain runs the tests, then names on stderr each test that skipped
+// for want of something on this machine, and why (switchboardtest.Skip).
+func TestMain(m *testing.M) { switchboardtest.Main(m) }
+
+// sameWords asserts that got, an error naming name, reads exactly as want,
+// an error naming wantName: a not-found names what the caller asked for,
+// and nothing else tells "does not exist" from "not yours" apart.
+func sameWords(t *testing.T, want error, wantName string, got error, name, msg string) {
+	t.Helper()
+	require.Error(t, want)
+	require.Error(t, got)
+	assert.Equal(t, want.Error(), strings.ReplaceAll(got.Error(), strconv.Quote(name), strconv.Quote(wantName)), msg)
 }

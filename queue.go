@@ -90,7 +90,7 @@ func (s *Switchboard) List(ctx context.Context, c Auth, queue string, opts *List
 		if o.After != "" {
 			r, err := t.todo(o.After)
 			if err != nil || r.QueueKey != qkey || !visible(g, r) {
-				return notFound("todo")
+				return notFoundNamed("todo", o.After)
 			}
 			from = r.Seq + 1
 		}

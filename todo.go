@@ -449,10 +449,10 @@ func (s *Switchboard) todoFor(t *txn, c Auth, id string, v Verb) (*grantRec, *to
 	}
 	r, err := t.todoLocked(id)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, named(err, "todo", id)
 	}
 	if !g.Scope.Allows(r.Queue, v) || !visible(g, r) {
-		return nil, nil, notFound("todo")
+		return nil, nil, notFoundNamed("todo", id)
 	}
 	return g, r, nil
 }

@@ -71,14 +71,14 @@ func TestNotYoursIsNotFoundForEveryVerb(t *testing.T) {
 					continue // carol holds no get; the unknown id says the same below
 				}
 				require.ErrorIs(t, err, sb.ErrNotFound, "%s: %s", tc.name, verb)
-				assert.Equal(t, want[verb].Error(), err.Error(), "%s: %s must read as an unknown id", tc.name, verb)
+				sameWords(t, want[verb], "todo_doesnotexist", err, tc.id, tc.name+": "+verb+" must read as an unknown id")
 			}
 			assert.Equal(t, before, lastSeq(t, h), "%s: nothing changed", tc.name)
 			_, err := h.sb.List(ctx, tc.cred, "inbox", &sb.ListOptions{After: tc.id})
 			_, werr := h.sb.List(ctx, tc.cred, "inbox", &sb.ListOptions{After: "todo_doesnotexist"})
 			if werr != nil {
 				require.Error(t, err, tc.name)
-				assert.Equal(t, werr.Error(), err.Error(), "%s: list cursor", tc.name)
+				sameWords(t, werr, "todo_doesnotexist", err, tc.id, tc.name+": list cursor")
 			}
 		}
 

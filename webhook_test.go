@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchboardhq/switchboard"
+	"github.com/switchboardhq/switchboard/switchboardtest"
 )
 
 // receiver is a webhook endpoint that records what it is sent and fails
@@ -399,11 +400,11 @@ func TestSignWebhookVector(t *testing.T) {
 // old timestamps and wrong secrets do not.
 func TestWebhooksVerifyInJavaScript(t *testing.T) {
 	if _, err := os.Stat("interop/js/node_modules/standardwebhooks"); err != nil {
-		t.Skip("npm standardwebhooks is not installed: run npm ci --prefix interop/js (CI does)")
+		switchboardtest.Skip(t, "npm standardwebhooks is not installed: run npm ci --prefix interop/js (CI does)")
 	}
 	node, err := exec.LookPath("node")
 	if err != nil {
-		t.Skip("node is not installed")
+		switchboardtest.Skip(t, "node is not installed")
 	}
 	rcv := newReceiver(t, 0)
 	// The real clock: the JavaScript library checks timestamps against it.

@@ -4,6 +4,7 @@ package agentcard
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"reflect"
 	"strings"
@@ -35,6 +36,27 @@ type Card struct {
 	raw []byte         // the JSON the card was read from, if it was read
 	doc map[string]any // the normalized document read from raw: fields and signed payload both come from it
 	v03 bool           // read from a v0.3 card
+}
+
+// MarshalJSON writes the card with its schema's arrays as arrays: skills,
+// supportedInterfaces and the default modes are [] when empty, never null
+// (A2A v1.0 requires them).
+func (c Card) MarshalJSON() ([]byte, error) {
+	type plain Card // without this method
+	p := plain(c)
+	if p.Skills == nil {
+		p.Skills = []Skill{}
+	}
+	if p.SupportedInterfaces == nil {
+		p.SupportedInterfaces = []Interface{}
+	}
+	if p.DefaultInputModes == nil {
+		p.DefaultInputModes = []string{}
+	}
+	if p.DefaultOutputModes == nil {
+		p.DefaultOutputModes = []string{}
+	}
+	return json.Marshal(p)
 }
 
 // Interface is one way to reach an agent: a URL and the protocol

@@ -114,3 +114,15 @@ func TestAgentCardRejectsBadInput(t *testing.T) {
 		})
 	}
 }
+
+// A card without skills is served with "skills": [], as A2A requires: an
+// array, never null.
+func TestCardArraysAreArrays(t *testing.T) {
+	b, err := json.Marshal(agentcard.Card{Name: "x"})
+	require.NoError(t, err)
+	var m map[string]any
+	require.NoError(t, json.Unmarshal(b, &m))
+	for _, k := range []string{"skills", "supportedInterfaces", "defaultInputModes", "defaultOutputModes"} {
+		require.Equal(t, []any{}, m[k], k)
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchboardhq/switchboard/agentcard"
+	"github.com/switchboardhq/switchboard/switchboardtest"
 )
 
 // node runs an interop script of the official A2A JS SDK with input on
@@ -22,11 +23,11 @@ import (
 func node(t *testing.T, script string, input any) (string, error) {
 	t.Helper()
 	if _, err := os.Stat("../interop/js/node_modules/@a2a-js/sdk"); err != nil {
-		t.Skip("the A2A JS SDK is not installed: run `npm ci --prefix interop/js` (CI does)")
+		switchboardtest.Skip(t, "the A2A JS SDK is not installed: run `npm ci --prefix interop/js` (CI does)")
 	}
 	bin, err := exec.LookPath("node")
 	if err != nil {
-		t.Skip("node is not installed; CI runs this test with Node.js")
+		switchboardtest.Skip(t, "node is not installed; CI runs this test with Node.js")
 	}
 	in, err := json.Marshal(input)
 	require.NoError(t, err)
@@ -184,3 +185,7 @@ func TestProtoNamesAndOneofsInteroperateWithA2AJSSDK(t *testing.T) {
 	_, err = agentcard.Sign(goCard, key.priv)
 	require.ErrorIs(t, err, agentcard.ErrInvalid)
 }
+
+// TestMain runs the tests, then names on stderr each test that skipped
+// for want of something on this machine, and why (switchboardtest.Skip).
+func TestMain(m *testing.M) { switchboardtest.Main(m) }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"time"
 
@@ -23,7 +24,9 @@ import (
 type Issuer struct {
 	ClientID string // the audience of the tokens it mints
 
-	srv *httptest.Server
+	srv     *httptest.Server // nil for an issuer its caller serves (NewIssuerAt)
+	url     string
+	handler http.Handler
 
 	mu       sync.Mutex
 	keys     []key // published in the JWKS; the last one signs
@@ -40,8 +43,34 @@ type key struct {
 // NewIssuer starts an issuer on a loopback port with one RSA signing key,
 // issuing tokens for clientID. The caller must Close it.
 func NewIssuer(clientID string) (*Issuer, error) {
+	is, err := newIssuer(clientID, nil)
+	if err != nil {
+		return nil, err
+	}
+	is.srv = httptest.NewServer(is.handler)
+	is.url = is.srv.URL
+	return is, nil
+}
+
+// NewIssuerAt returns an issuer whose identifier is url, served by the
+// caller: mount Handler so that url's path reaches it (with the path
+// prefix stripped). It signs with key — a key kept across restarts keeps
+// the same humans the same, as a dev host's do — or, if nil, a new one
+// (SigningKey returns it, to keep).
+func NewIssuerAt(url, clientID string, key *rsa.PrivateKey) (*Issuer, error) {
+	is, err := newIssuer(clientID, key)
+	if err != nil {
+		return nil, err
+	}
+	is.url = strings.TrimSuffix(url, "/")
+	return is, nil
+}
+
+func newIssuer(clientID string, signing *rsa.PrivateKey) (*Issuer, error) {
 	is := &Issuer{ClientID: clientID}
-	if _, err := is.Rotate(); err != nil {
+	if signing != nil {
+		is.keys = append(is.keys, key{signing, "key-1"})
+	} else if _, err := is.Rotate(); err != nil {
 		return nil, err
 	}
 	mux := http.NewServeMux()
@@ -50,13 +79,24 @@ func NewIssuer(clientID string) (*Issuer, error) {
 	mux.HandleFunc("GET /auth", is.authorize)
 	mux.HandleFunc("POST /auth", is.authorize)
 	mux.HandleFunc("POST /token", is.token)
-	is.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	is.handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		is.mu.Lock()
 		is.requests++
 		is.mu.Unlock()
 		mux.ServeHTTP(w, r)
-	}))
+	})
 	return is, nil
+}
+
+// Handler serves the issuer's routes (discovery, JWKS, sign-in, token):
+// for NewIssuerAt's caller to mount.
+func (is *Issuer) Handler() http.Handler { return is.handler }
+
+// SigningKey is the key the issuer signs tokens with now.
+func (is *Issuer) SigningKey() *rsa.PrivateKey {
+	is.mu.Lock()
+	defer is.mu.Unlock()
+	return is.keys[len(is.keys)-1].priv
 }
 
 func (is *Issuer) discovery(w http.ResponseWriter, _ *http.Request) {
@@ -93,10 +133,15 @@ func (is *Issuer) publicLocked() jose.JSONWebKeySet {
 }
 
 // URL is the issuer identifier (its iss).
-func (is *Issuer) URL() string { return is.srv.URL }
+func (is *Issuer) URL() string { return is.url }
 
-// Close stops the server.
-func (is *Issuer) Close() { is.srv.Close() }
+// Close stops the server NewIssuer started (an issuer its caller serves
+// has none).
+func (is *Issuer) Close() {
+	if is.srv != nil {
+		is.srv.Close()
+	}
+}
 
 // Config returns the switchboard.Issuer entry that trusts this issuer
 // through discovery.
@@ -161,6 +206,9 @@ type Claims struct {
 	Email    string    `json:"email,omitempty"`
 	AMR      []string  `json:"amr,omitempty"`
 	ACR      string    `json:"acr,omitempty"`
+	// ID is the token's jti, if set: two tokens minted in one second for
+	// the same nonce then differ (replay protection keys on it).
+	ID string `json:"jti,omitempty"`
 }
 
 // Claims returns claims for subject issued now, valid for an hour, for this
@@ -222,7 +270,7 @@ func (c Claims) JSON() string {
 	if !c.IssuedAt.IsZero() {
 		m["iat"] = c.IssuedAt.Unix()
 	}
-	for k, v := range map[string]string{"nonce": c.Nonce, "name": c.Name, "email": c.Email, "acr": c.ACR} {
+	for k, v := range map[string]string{"nonce": c.Nonce, "name": c.Name, "email": c.Email, "acr": c.ACR, "jti": c.ID} {
 		if v != "" {
 			m[k] = v
 		}

@@ -237,7 +237,7 @@ func TestOnABoltStore(t *testing.T) {
 func TestOnPostgreSQL(t *testing.T) {
 	dsn := os.Getenv("SWITCHBOARD_POSTGRES_DSN")
 	if dsn == "" {
-		t.Skip("no PostgreSQL server: set SWITCHBOARD_POSTGRES_DSN (.ci/postgres start prints one)")
+		switchboardtest.Skip(t, "no PostgreSQL server: set SWITCHBOARD_POSTGRES_DSN (.ci/postgres start prints one)")
 	}
 	bin := binary(t)
 	b := make([]byte, 6)
@@ -256,3 +256,7 @@ func TestOnPostgreSQL(t *testing.T) {
 	require.Zero(t, code, out)
 	require.True(t, strings.HasPrefix(out, "ok: events"), out)
 }
+
+// TestMain runs the tests, then names on stderr each test that skipped
+// for want of something on this machine, and why (switchboardtest.Skip).
+func TestMain(m *testing.M) { switchboardtest.Main(m) }

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchboardhq/switchboard"
+	"github.com/switchboardhq/switchboard/switchboardtest"
 )
 
 // chromium finds a Chromium or Chrome to drive, or skips the test saying
@@ -29,7 +30,7 @@ func chromium(t *testing.T) string {
 			return p
 		}
 	}
-	t.Skip("no Chromium to drive: install it (Debian: apt-get install chromium; .ci/run does) or set CHROMIUM to its path")
+	switchboardtest.Skip(t, "no Chromium to drive: install it (Debian: apt-get install chromium; .ci/run does) or set CHROMIUM to its path")
 	return ""
 }
 
@@ -67,7 +68,7 @@ func TestInBrowser(t *testing.T) {
 	bctx, cancel := chromedp.NewContext(actx)
 	defer cancel()
 	if err := chromedp.Do(bctx); err != nil { // starts the browser (no timeout on this first call)
-		t.Skipf("Chromium at %s did not start: %v", bin, err)
+		switchboardtest.Skip(t, "Chromium at %s did not start: %v", bin, err)
 	}
 	ctx, cancel := context.WithTimeout(bctx, 2*time.Minute)
 	defer cancel()
@@ -195,7 +196,7 @@ func newBrowser(t *testing.T) context.Context {
 	bctx, cancel := chromedp.NewContext(actx)
 	t.Cleanup(cancel)
 	if err := chromedp.Do(bctx); err != nil {
-		t.Skipf("Chromium at %s did not start: %v", bin, err)
+		switchboardtest.Skip(t, "Chromium at %s did not start: %v", bin, err)
 	}
 	ctx, cancel := context.WithTimeout(bctx, 2*time.Minute)
 	t.Cleanup(cancel)
@@ -451,3 +452,7 @@ func TestConsentInBrowser(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, text, "No live grants")
 }
+
+// TestMain runs the tests, then names on stderr each test that skipped
+// for want of something on this machine, and why (switchboardtest.Skip).
+func TestMain(m *testing.M) { switchboardtest.Main(m) }

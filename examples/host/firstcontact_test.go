@@ -53,11 +53,11 @@ func devEnv(t *testing.T) (*switchboard.Switchboard, *httptest.Server) {
 // tool error.
 func TestFirstContactFromJavaScript(t *testing.T) {
 	if _, err := os.Stat("../../interop/js/node_modules/@modelcontextprotocol/sdk"); err != nil {
-		t.Skip("the JS interop packages are not installed: run `npm ci --prefix interop/js` (CI does)")
+		switchboardtest.Skip(t, "the JS interop packages are not installed: run `npm ci --prefix interop/js` (CI does)")
 	}
 	node, err := exec.LookPath("node")
 	if err != nil {
-		t.Skip("node is not installed; CI runs this test with Node.js")
+		switchboardtest.Skip(t, "node is not installed; CI runs this test with Node.js")
 	}
 	sb, srv := devEnv(t)
 	vectors, err := filepath.Abs("../../testdata/request-nonce.json")
@@ -105,7 +105,7 @@ func TestFirstContactFromJavaScript(t *testing.T) {
 func TestCurlWalkthrough(t *testing.T) {
 	for _, tool := range []string{"bash", "curl", "sha256sum", "base64"} {
 		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("%s is not installed", tool)
+			switchboardtest.Skip(t, "%s is not installed", tool)
 		}
 	}
 	_, srv := devEnv(t)

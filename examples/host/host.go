@@ -160,6 +160,11 @@ func buildHost(cfg hostConfig) (*host, http.Handler, error) {
 	if cfg.Witness != nil {
 		mux.Handle("POST /witness/add-checkpoint", cfg.Witness)
 	}
+	if cfg.Dev != nil && strings.HasPrefix(cfg.Dev.URL(), strings.TrimSuffix(cfg.BaseURL, "/")+"/dev/issuer") {
+		// The dev issuer this host serves itself, at a URL that survives a
+		// restart (examples/host -dev).
+		mux.Handle("/dev/issuer/", http.StripPrefix("/dev/issuer", cfg.Dev.Handler()))
+	}
 	if cfg.Dev != nil {
 		mux.HandleFunc("POST /dev/login", h.devLogin)
 		mux.HandleFunc("POST /dev/id-token", h.devToken)
@@ -613,8 +618,9 @@ func (h *host) devToken(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Cache-Control", "no-store")
-	writeJSON(w, http.StatusOK, map[string]any{"id_token": h.cfg.Dev.Token(body.Subject, body.Subject, body.Subject+"@dev.example", body.Nonce, time.Now()),
-		"human": h.cfg.Dev.Human(body.Subject)})
+	c := h.cfg.Dev.Claims(body.Subject, body.Nonce, time.Now())
+	c.Name, c.Email, c.ID = body.Subject, body.Subject+"@dev.example", randomToken() // a jti: a retry within the second is a new token
+	writeJSON(w, http.StatusOK, map[string]any{"id_token": h.cfg.Dev.Sign(c), "human": h.cfg.Dev.Human(body.Subject)})
 }
 
 func (h *host) logout(w http.ResponseWriter, r *http.Request, _ switchboard.Human) {

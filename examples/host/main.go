@@ -12,6 +12,9 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"flag"
 	"fmt"
@@ -20,6 +23,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -42,30 +46,52 @@ func main() {
 	baseURL := flag.String("base-url", "", "the URL humans and agents reach this host at (default http://<addr>); the issuer redirects to <base-url>/signin/callback, DPoP proofs name <base-url>/mcp")
 	webhookKeyFile := flag.String("webhook-key", "", "a file holding the key webhook signing secrets derive from (created if missing); with -webhook-origins, turns webhooks on")
 	webhookOrigins := flag.String("webhook-origins", "", "comma-separated origins webhooks may be delivered to (https://hooks.example.com); with -dev, http and loopback are allowed too")
-	logKeyFile := flag.String("log-key", "", "a file holding the audit log's signing key (created if missing), for signed checkpoints and proofs on the history page; -dev makes a throwaway one")
+	logKeyFile := flag.String("log-key", "", "a file holding the audit log's signing key (created if missing), for signed checkpoints and proofs on the history page; the last checkpoint is kept beside it (FILE.checkpoint)")
 	primary := flag.String("primary", "", "the persona served at /.well-known/agent-card.json")
 	witnessKeyFile := flag.String("witness-key", "", "a file holding this host's witness key (an Ed25519 seed, created if missing): with -witness-for, this host cosigns those logs' checkpoints at POST /witness/add-checkpoint")
 	witnessName := flag.String("witness-name", "", "this host's name as a witness (default: <host of -base-url>/witness)")
 	var witnessFor, witnesses listFlag
 	flag.Var(&witnessFor, "witness-for", "the public key (LogVerifierKey) of a log this host witnesses; repeat for more")
 	flag.Var(&witnesses, "witness", "URL,KEY: a witness this host asks to cosign its checkpoints (its add-checkpoint URL and its public key); repeat for more")
-	dev := flag.Bool("dev", false, "run with an embedded local OIDC issuer and the /dev/login and /dev/id-token routes (for trying the host; never in production)")
+	dev := flag.Bool("dev", false, "run with an embedded OIDC issuer (at <base-url>/dev/issuer) and the /dev/login and /dev/id-token routes, keeping all state in -dev-dir (for trying the host; never in production)")
+	devDir := flag.String("dev-dir", ".switchboard-dev", "with -dev: the one directory of the dev host's state — its store, the audit log's key and kept checkpoint, the dev issuer's signing key — so a restart continues where it stopped")
+	devReset := flag.Bool("dev-reset", false, "with -dev: delete -dev-dir first and start over")
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	set := map[string]bool{}
+	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if *baseURL == "" {
+		*baseURL = "http://" + *addr
+	}
+	*baseURL = strings.TrimSuffix(*baseURL, "/")
 	var devIssuer *switchboardtest.Issuer
+	var devSignIn *SignIn
 	if *dev {
 		if *issuer != "" {
 			log.Error("-dev runs its own issuer: leave out -issuer")
 			os.Exit(2)
 		}
 		var err error
-		if devIssuer, err = switchboardtest.NewIssuer("switchboard-dev"); err != nil {
-			log.Error("dev issuer", "err", err)
+		if devIssuer, err = devSetup(*devDir, *devReset, *baseURL); err != nil {
+			log.Error("dev", "err", err)
 			os.Exit(1)
 		}
-		defer devIssuer.Close()
+		// Everything the host writes goes to the dev directory, unless a
+		// flag names a place of its own.
+		for name, p := range map[string]*string{"db": db, "log-key": logKeyFile} {
+			if !set[name] {
+				*p = filepath.Join(*devDir, map[string]string{"db": "switchboard.db", "log-key": "log.key"}[name])
+			}
+		}
+		if *webhookOrigins != "" && !set["webhook-key"] {
+			*webhookKeyFile = filepath.Join(*devDir, "webhook.key")
+		}
 		*issuer, *clientID = devIssuer.URL(), "switchboard-dev"
-		log.Warn("DEV MODE: anyone can sign in as anyone (POST /dev/login) and mint ID tokens (POST /dev/id-token)", "issuer", *issuer)
+		// The issuer is this host: its endpoints are known, not discovered
+		// (the host is not listening yet when the pages are built).
+		devSignIn = &SignIn{Issuer: *issuer, ClientID: *clientID, RedirectURL: *baseURL + "/signin/callback",
+			AuthURL: *issuer + "/auth", TokenURL: *issuer + "/token"}
+		log.Warn("DEV MODE: anyone can sign in as anyone (POST /dev/login) and mint ID tokens (POST /dev/id-token)", "issuer", *issuer, "state", *devDir)
 	}
 	if *issuer == "" || *clientID == "" {
 		log.Error("set -issuer and -client-id (or -dev)")
@@ -115,9 +141,6 @@ func main() {
 		os.Exit(1)
 	}
 	defer sb.Close()
-	if *baseURL == "" {
-		*baseURL = "http://" + *addr
-	}
 	if logKey != "" {
 		if err := sb.CheckLog(context.Background()); err != nil {
 			log.Error("the audit log does not hold what was signed: nothing more will be signed until it does", "err", err)
@@ -131,8 +154,11 @@ func main() {
 		}
 		log.Info("witnessing", "logs", len(witnessFor), "key", wit.VerifierKey(), "url", strings.TrimSuffix(*baseURL, "/")+"/witness/add-checkpoint")
 	}
-	handler, err := newHost(hostConfig{SB: sb, Store: st, Primary: *primary, Logger: log, Dev: devIssuer, BaseURL: *baseURL, Witness: wit,
-		SignIn: &SignIn{Issuer: *issuer, ClientID: *clientID, ClientSecret: *clientSecret, RedirectURL: strings.TrimSuffix(*baseURL, "/") + "/signin/callback"}})
+	signIn := &SignIn{Issuer: *issuer, ClientID: *clientID, ClientSecret: *clientSecret, RedirectURL: *baseURL + "/signin/callback"}
+	if devSignIn != nil {
+		signIn = devSignIn
+	}
+	handler, err := newHost(hostConfig{SB: sb, Store: st, Primary: *primary, Logger: log, Dev: devIssuer, BaseURL: *baseURL, Witness: wit, SignIn: signIn})
 	if err != nil {
 		log.Error("host", "err", err)
 		os.Exit(1)
@@ -155,16 +181,51 @@ func main() {
 	}
 }
 
+// devSetup makes the dev directory (emptied first with reset) and the dev
+// issuer, served by the host at <base>/dev/issuer and signing with the key
+// kept in the directory: the same humans after a restart.
+func devSetup(dir string, reset bool, base string) (*switchboardtest.Issuer, error) {
+	if reset {
+		if err := os.RemoveAll(dir); err != nil {
+			return nil, err
+		}
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	path := filepath.Join(dir, "issuer.key")
+	var key *rsa.PrivateKey
+	b, err := os.ReadFile(path)
+	switch {
+	case err == nil:
+		blk, _ := pem.Decode(b)
+		if blk == nil || blk.Type != "RSA PRIVATE KEY" {
+			return nil, fmt.Errorf("%s is not an RSA private key (delete it, or start over with -dev-reset)", path)
+		}
+		if key, err = x509.ParsePKCS1PrivateKey(blk.Bytes); err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+	case !os.IsNotExist(err):
+		return nil, err
+	}
+	is, err := switchboardtest.NewIssuerAt(base+"/dev/issuer", "switchboard-dev", key)
+	if err != nil {
+		return nil, err
+	}
+	if key == nil {
+		pemKey := pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(is.SigningKey())})
+		if err := os.WriteFile(path, pemKey, 0o600); err != nil {
+			return nil, err
+		}
+	}
+	return is, nil
+}
+
 // loadLogKey reads the audit log's signing key from path, creating it
-// (0600) if missing; with no path, -dev gets a throwaway key and a
-// production host signs no checkpoints.
+// (0600) if missing; with no path a host signs no checkpoints.
 func loadLogKey(path string, dev bool) (string, error) {
 	if path == "" {
-		if !dev {
-			return "", nil
-		}
-		skey, _, err := switchboard.NewLogKey("switchboard-dev/log")
-		return skey, err
+		return "", nil
 	}
 	if b, err := os.ReadFile(path); err == nil {
 		return strings.TrimSpace(string(b)), nil

@@ -38,6 +38,10 @@ type SignIn struct {
 	ClientID     string
 	ClientSecret string // empty for a public client (PKCE only)
 	RedirectURL  string // this host's /signin/callback, as the issuer knows it
+	// AuthURL and TokenURL, if set, are the issuer's endpoints, used as
+	// they are instead of discovered at start (the -dev issuer, which
+	// this host itself serves, cannot be asked before it listens).
+	AuthURL, TokenURL string
 }
 
 // ui is the browser side of the host.
@@ -129,7 +133,10 @@ func newUI(h *host, si *SignIn) (*ui, error) {
 		}
 		u.pages[p] = t
 	}
-	if si != nil {
+	if si != nil && si.AuthURL != "" {
+		u.oauth = &oauth2.Config{ClientID: si.ClientID, ClientSecret: si.ClientSecret, Endpoint: oauth2.Endpoint{AuthURL: si.AuthURL, TokenURL: si.TokenURL},
+			RedirectURL: si.RedirectURL, Scopes: []string{oidc.ScopeOpenID, "profile", "email"}}
+	} else if si != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		p, err := oidc.NewProvider(ctx, si.Issuer)

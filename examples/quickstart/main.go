@@ -117,7 +117,7 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("grant %s minted for %s: %v\n", grant.ID, grant.Holder, grant.Scope.Describe())
+	fmt.Printf("grant %s minted for %s: %s\n", grant.ID, grant.Holder, strings.Join(grant.Scope.Describe(), "; "))
 
 	step(5, "alice-travel collects its credential with its pickup secret, once")
 	_, credential, err := sb.Collect(ctx, edge.ID, pickupSecret)
@@ -178,8 +178,17 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	fmt.Println("  (a friend request is an approval todo in Bob's approvals queue: created with the request, completed by the approval)")
 	for _, e := range events {
-		fmt.Printf("  %3d %-20s %s\n", e.Seq, e.Type, shortActor(e.Actor, iss.URL()))
+		what := ""
+		switch {
+		case !strings.HasPrefix(string(e.Type), "todo."):
+		case strings.HasSuffix(e.Queue, "/"+switchboard.ApprovalsQueue):
+			what = "the approval todo, in Bob's approvals queue"
+		case e.Queue != "":
+			what = "in " + e.Queue
+		}
+		fmt.Printf("  %3d %-20s %-20s %s\n", e.Seq, e.Type, shortActor(e.Actor, iss.URL()), what)
 	}
 	// A signed checkpoint of the log, and a proof that Bob's approval is
 	// in it, checked with the public key alone (see docs/audit-log.md).

@@ -1,6 +1,11 @@
 // First contact from JavaScript, as an agent written in another language
-// does it against examples/host -dev (driven by examples/host's
-// interop_test.go, which passes {url, vectors} on stdin):
+// does it against examples/host -dev:
+//
+//	node interop/js/first-contact.mjs http://127.0.0.1:8080
+//
+// (examples/host's TestFirstContactFromJavaScript passes {url, vectors} on
+// stdin instead). It needs the packages `npm ci --prefix interop/js`
+// installs, and bob-desk published on the host (the walkthrough does it):
 //
 //  1. compute the friend-request nonce from its specification (RequestNonce
 //     in provenance.go) and check it against the repository's vectors and
@@ -16,7 +21,11 @@ import { DefaultAgentCardResolver } from "@a2a-js/sdk/client";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 
-const input = JSON.parse(readFileSync(0, "utf8"));
+// The host's URL as the first argument (the README's way), or
+// {url, vectors} on stdin (examples/host's test's way).
+const input = process.argv[2]
+  ? { url: process.argv[2], vectors: new URL("../../testdata/request-nonce.json", import.meta.url).pathname }
+  : JSON.parse(readFileSync(0, "utf8"));
 const url = input.url;
 const fail = (msg) => { console.error(msg); process.exit(1); };
 const b64url = (buf) => Buffer.from(buf).toString("base64url");

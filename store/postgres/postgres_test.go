@@ -16,6 +16,7 @@ import (
 	"github.com/switchboardhq/switchboard/store"
 	"github.com/switchboardhq/switchboard/store/postgres"
 	"github.com/switchboardhq/switchboard/store/storetest"
+	"github.com/switchboardhq/switchboard/switchboardtest"
 )
 
 // dsnVar names the environment variable the PostgreSQL tests read; .ci/run
@@ -27,7 +28,7 @@ func testDSN(t testing.TB) string {
 	t.Helper()
 	dsn := os.Getenv(dsnVar)
 	if dsn == "" {
-		t.Skipf("no PostgreSQL server: set %s to a DSN (.ci/postgres start prints one)", dsnVar)
+		switchboardtest.Skip(t, "no PostgreSQL server: set %s to a DSN (.ci/postgres start prints one)", dsnVar)
 	}
 	return dsn
 }

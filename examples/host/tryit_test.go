@@ -1,0 +1,142 @@
+package main
+
+import (
+	"bytes"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/switchboardhq/switchboard/switchboardtest"
+)
+
+// tryItCommands returns the README's "Try it" block, a command a line.
+func tryItCommands(t *testing.T) []string {
+	t.Helper()
+	readme, err := os.ReadFile("../../README.md")
+	require.NoError(t, err)
+	_, section, ok := strings.Cut(string(readme), "## Try it")
+	require.True(t, ok, "the README has a Try it section")
+	_, block, ok := strings.Cut(section, "```sh\n")
+	require.True(t, ok)
+	block, _, ok = strings.Cut(block, "```")
+	require.True(t, ok)
+	var out []string
+	for _, l := range strings.Split(block, "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// The README's "Try it" path, every command as written, in order, on a
+// fresh directory: the dev host, the walkthrough, a restart of the host
+// and the walkthrough again (the same humans and agents carry on), a
+// request left pending for the inbox, the JavaScript agent, and each CLI
+// command against the host's store while it runs. The only changes made
+// to the commands: the host listens on a free port instead of 8080 (the
+// URLs follow), `go run` is a binary built once, and the backup goes to
+// the test's directory.
+func TestTryItFromTheREADME(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the host and the CLI; skipped with -short")
+	}
+	for _, tool := range []string{"bash", "curl", "sha256sum", "base64"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			switchboardtest.Skip(t, "%s is not installed (the walkthrough needs it)", tool)
+		}
+	}
+	root, err := filepath.Abs("../..")
+	require.NoError(t, err)
+	dir := t.TempDir()
+	bin := func(pkg, name string) string {
+		out := filepath.Join(dir, name)
+		cmd := exec.Command("go", "build", "-o", out, pkg)
+		cmd.Dir = root
+		b, err := cmd.CombinedOutput()
+		require.NoError(t, err, "go build %s: %s", pkg, b)
+		return out
+	}
+	hostBin, cliBin := bin("./examples/host", "host"), bin("./cmd/switchboard", "switchboard")
+
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l.Addr().String()
+	require.NoError(t, l.Close())
+	base := "http://" + addr
+	rewrite := func(s string) string {
+		s = strings.ReplaceAll(s, "127.0.0.1:8080", addr)
+		return strings.ReplaceAll(s, "/tmp/switchboard-backup.db", filepath.Join(dir, "backup.db"))
+	}
+
+	var host *exec.Cmd
+	var hostLog bytes.Buffer
+	start := func(args []string) {
+		host = exec.Command(hostBin, append(args, "-addr", addr)...)
+		host.Dir = dir
+		host.Stdout, host.Stderr = &hostLog, &hostLog
+		require.NoError(t, host.Start())
+		require.Eventually(t, func() bool {
+			resp, err := http.Get(base + "/dev/issuer/.well-known/openid-configuration")
+			if err != nil {
+				return false
+			}
+			resp.Body.Close()
+			return resp.StatusCode == 200
+		}, 30*time.Second, 50*time.Millisecond, "the host did not start: %s", &hostLog)
+	}
+	stop := func() {
+		if host != nil {
+			_ = host.Process.Signal(os.Interrupt)
+			_, _ = host.Process.Wait()
+		}
+	}
+	t.Cleanup(stop)
+	var hostArgs []string
+	run := func(line string) {
+		t.Helper()
+		cmd := exec.Command("bash", "-c", line)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "H="+base)
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "%s\n%s\nhost log:\n%s", line, out, &hostLog)
+		t.Logf("$ %s\n%s", line, out)
+	}
+	ran := 0
+	for _, line := range tryItCommands(t) {
+		cmdText, _, _ := strings.Cut(line, " # ")
+		cmdText = strings.TrimSpace(rewrite(cmdText))
+		switch {
+		case strings.HasPrefix(line, "#") && strings.Contains(line, "start it again"):
+			stop()
+			start(hostArgs)
+		case strings.HasPrefix(line, "#"):
+		case strings.HasPrefix(cmdText, "go run ./examples/host"):
+			hostArgs = strings.Fields(strings.TrimPrefix(cmdText, "go run ./examples/host"))
+			start(hostArgs)
+		case strings.HasPrefix(cmdText, "bash examples/host/"):
+			run(strings.Replace(cmdText, "bash examples/host/", "bash "+root+"/examples/host/", 1))
+		case strings.HasPrefix(cmdText, "npm ci --prefix interop/js"):
+			if _, err := exec.LookPath("node"); err != nil {
+				t.Logf("skipped (node is not installed; CI runs it): %s", cmdText)
+				continue
+			}
+			run(strings.ReplaceAll(cmdText, "interop/js", root+"/interop/js"))
+		case strings.HasPrefix(cmdText, "go run ./cmd/switchboard"):
+			run(cliBin + strings.TrimPrefix(cmdText, "go run ./cmd/switchboard"))
+		default:
+			t.Fatalf("the Try it block has a command this test does not know how to run: %s", line)
+		}
+		ran++
+	}
+	require.GreaterOrEqual(t, ran, 12, "the Try it block ran")
+	require.FileExists(t, filepath.Join(dir, ".switchboard-dev", "switchboard.db"), "the dev host kept its state in its directory")
+	require.FileExists(t, filepath.Join(dir, ".switchboard-dev", "log.key.checkpoint"), "and its last checkpoint beside its log key")
+	require.FileExists(t, filepath.Join(dir, "backup.db"))
+}
