@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -76,11 +77,11 @@ func TestTryItFromTheREADME(t *testing.T) {
 	}
 
 	var host *exec.Cmd
-	var hostLog bytes.Buffer
+	hostLog := new(logBuffer)
 	start := func(args []string) {
 		host = exec.Command(hostBin, append(args, "-addr", addr)...)
 		host.Dir = dir
-		host.Stdout, host.Stderr = &hostLog, &hostLog
+		host.Stdout, host.Stderr = hostLog, hostLog
 		require.NoError(t, host.Start())
 		require.Eventually(t, func() bool {
 			resp, err := http.Get(base + "/dev/issuer/.well-known/openid-configuration")
@@ -89,24 +90,36 @@ func TestTryItFromTheREADME(t *testing.T) {
 			}
 			resp.Body.Close()
 			return resp.StatusCode == 200
-		}, 30*time.Second, 50*time.Millisecond, "the host did not start: %s", &hostLog)
+		}, 30*time.Second, 50*time.Millisecond, "the host did not start: %s", hostLog)
 	}
 	stop := func() {
 		if host != nil {
 			_ = host.Process.Signal(os.Interrupt)
-			_, _ = host.Process.Wait()
+			_ = host.Wait() // Wait, not Process.Wait: it also waits for the log's copier
 		}
 	}
 	t.Cleanup(stop)
 	var hostArgs []string
-	run := func(line string) {
+	run := func(line string) string {
 		t.Helper()
 		cmd := exec.Command("bash", "-c", line)
 		cmd.Dir = dir
 		cmd.Env = append(os.Environ(), "H="+base)
 		out, err := cmd.CombinedOutput()
-		require.NoError(t, err, "%s\n%s\nhost log:\n%s", line, out, &hostLog)
+		require.NoError(t, err, "%s\n%s\nhost log:\n%s", line, out, hostLog)
 		t.Logf("$ %s\n%s", line, out)
+		return string(out)
+	}
+	// What each CLI command's comment in the block promises, as text its
+	// output must hold: a command that runs but shows nothing is a failure.
+	shows := map[string][]string{
+		" queues":               {"bob-desk/inbox", "#bob/_approvals"},
+		" todos bob-desk/inbox": {"invoice.pay", "queued"},
+		" connections ":         {"granted", "alice-bot", "bob-desk", `queue "inbox": create todos`},
+		" audit verify":         {"ok: events 1–"},
+		" audit checkpoint":     {"switchboard/log\n", "— switchboard/log "},
+		" audit prove 3":        {`"index": 2`, `"hashes"`},
+		" backup ":              {"wrote "},
 	}
 	ran := 0
 	for _, line := range tryItCommands(t) {
@@ -129,7 +142,18 @@ func TestTryItFromTheREADME(t *testing.T) {
 			}
 			run(strings.ReplaceAll(cmdText, "interop/js", root+"/interop/js"))
 		case strings.HasPrefix(cmdText, "go run ./cmd/switchboard"):
-			run(cliBin + strings.TrimPrefix(cmdText, "go run ./cmd/switchboard"))
+			out := run(cliBin + strings.TrimPrefix(cmdText, "go run ./cmd/switchboard"))
+			matched := false
+			for cmdPart, wants := range shows {
+				if !strings.Contains(cmdText, cmdPart) {
+					continue
+				}
+				matched = true
+				for _, want := range wants {
+					require.Contains(t, out, want, "%s shows what the README says it does", cmdText)
+				}
+			}
+			require.True(t, matched, "this test knows what %q should show", cmdText)
 		default:
 			t.Fatalf("the Try it block has a command this test does not know how to run: %s", line)
 		}
@@ -139,4 +163,23 @@ func TestTryItFromTheREADME(t *testing.T) {
 	require.FileExists(t, filepath.Join(dir, ".switchboard-dev", "switchboard.db"), "the dev host kept its state in its directory")
 	require.FileExists(t, filepath.Join(dir, ".switchboard-dev", "log.key.checkpoint"), "and its last checkpoint beside its log key")
 	require.FileExists(t, filepath.Join(dir, "backup.db"))
+}
+
+// logBuffer collects a child's output; the child's copier goroutine writes
+// while the test may read it for a failure message.
+type logBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
