@@ -140,7 +140,17 @@ func TestTryItFromTheREADME(t *testing.T) {
 				t.Logf("skipped (node is not installed; CI runs it): %s", cmdText)
 				continue
 			}
-			run(strings.ReplaceAll(cmdText, "interop/js", root+"/interop/js"))
+			// A copy of interop/js: npm ci empties node_modules first, and
+			// the root package's JavaScript tests read the repository's
+			// copy while this runs (go test runs packages in parallel).
+			js := filepath.Join(dir, "repo")
+			for _, f := range []string{"interop/js/package.json", "interop/js/package-lock.json", "interop/js/first-contact.mjs", "testdata/request-nonce.json"} {
+				b, err := os.ReadFile(filepath.Join(root, f))
+				require.NoError(t, err)
+				require.NoError(t, os.MkdirAll(filepath.Dir(filepath.Join(js, f)), 0o755))
+				require.NoError(t, os.WriteFile(filepath.Join(js, f), b, 0o644))
+			}
+			run(strings.ReplaceAll(cmdText, "interop/js", js+"/interop/js"))
 		case strings.HasPrefix(cmdText, "go run ./cmd/switchboard"):
 			out := run(cliBin + strings.TrimPrefix(cmdText, "go run ./cmd/switchboard"))
 			matched := false
