@@ -25,6 +25,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
 	"unicode/utf16"
 	"unicode/utf8"
 
@@ -642,7 +643,7 @@ func cutJSONString(b []byte) (string, []byte, bool) {
 
 // ErrNoLogKey is returned by Checkpoint when Config.LogKey is not set: the
 // log can still be verified and proved against a tree size, but not signed.
-var ErrNoLogKey = errors.New("switchboard: no audit log key configured (Config.LogKey)")
+var ErrNoLogKey = errors.New("no audit log key configured (Config.LogKey; the command line's --log-key)")
 
 // ErrProof is wrapped by the errors of the proof and checkpoint checks: a
 // checkpoint whose signature or text is wrong, a proof that does not lead
@@ -690,8 +691,17 @@ type ConsistencyProof struct {
 // checkpoints, in golang.org/x/mod/sumdb/note's text forms. name is the
 // log's origin, conventionally a host name and path ("example.com/audit").
 // Put signerKey in Config.LogKey and keep it secret; publish verifierKey.
+// A name a signed note cannot carry (empty, with a space or a '+', or not
+// UTF-8) is ErrInvalidArgument.
 func NewLogKey(name string) (signerKey, verifierKey string, err error) {
-	return note.GenerateKey(rand.Reader, name)
+	if name == "" || !utf8.ValidString(name) || strings.ContainsFunc(name, unicode.IsSpace) || strings.Contains(name, "+") {
+		return "", "", fmt.Errorf("switchboard: new log key: %w: the log's name %q is empty or has a space or a '+'", ErrInvalidArgument, name)
+	}
+	signerKey, verifierKey, err = note.GenerateKey(rand.Reader, name)
+	if err != nil {
+		return "", "", fmt.Errorf("switchboard: new log key: %w: %w", ErrInvalidArgument, err)
+	}
+	return signerKey, verifierKey, nil
 }
 
 // logKeys turns Config.LogKey into a signer and the verifier of its public

@@ -43,7 +43,7 @@ func (s *Switchboard) resolve(ctx context.Context, id string) (Listing, error) {
 			return Listing{}, cerr
 		}
 		if !isNotFound(err) {
-			return Listing{}, err // a store failure, not an answer
+			return Listing{}, inner(err) // a store failure, not an answer
 		}
 	}
 	return Listing{}, notFoundNamed("persona", id)
@@ -59,7 +59,7 @@ func (s *Switchboard) Search(ctx context.Context, q Query) ([]Listing, error) {
 	for _, d := range s.dirs {
 		ls, err := d.Search(ctx, Query{Tag: q.Tag, Name: q.Name, Limit: q.Limit - len(out)})
 		if err != nil {
-			return nil, fmt.Errorf("switchboard: search: %w", err)
+			return nil, fmt.Errorf("switchboard: search: %w", inner(err))
 		}
 		out = append(out, ls...)
 		if len(out) >= q.Limit {

@@ -180,6 +180,11 @@ func (p Proof) GoString() string {
 // agent's proofs must match. The key must be an EC P-256 or an Ed25519
 // public key, with no private part.
 func KeyThumbprint(jwk json.RawMessage) (string, error) {
+	jkt, err := keyThumbprint(jwk)
+	return jkt, wrapErr("key thumbprint", err)
+}
+
+func keyThumbprint(jwk json.RawMessage) (string, error) {
 	_, jkt, err := parsePublicJWK(jwk)
 	if err != nil {
 		return "", invalid("key: %v", err)

@@ -227,7 +227,7 @@ func (s *Switchboard) Request(ctx context.Context, r FriendRequest) (edge Edge, 
 	}
 	var jkt string
 	if len(r.Key) > 0 {
-		if jkt, err = KeyThumbprint(r.Key); err != nil {
+		if jkt, err = keyThumbprint(r.Key); err != nil {
 			return fail(err)
 		}
 	}

@@ -5,6 +5,7 @@ package switchboard
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/switchboardhq/switchboard/agentcard"
@@ -68,12 +69,13 @@ func invalid(format string, args ...any) error {
 }
 
 // cardErr adds ErrInvalidArgument to an agentcard error that wraps
-// agentcard.ErrInvalid, so callers of this package match one sentinel.
+// agentcard.ErrInvalid, so callers of this package match one sentinel, and
+// reads it without its "switchboard: " (the caller wraps it again).
 func cardErr(err error) error {
 	if errors.Is(err, agentcard.ErrInvalid) && !errors.Is(err, ErrInvalidArgument) {
-		return fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+		return fmt.Errorf("%w: %w", ErrInvalidArgument, inner(err))
 	}
-	return err
+	return inner(err)
 }
 
 // wrapErr prefixes err with the package and the operation; nil stays nil.
@@ -93,6 +95,16 @@ func notFound(what string) error { return fmt.Errorf("%w: %s", ErrNotFound, what
 func notFoundNamed(what, name string) error {
 	return fmt.Errorf("%w: %s %q", ErrNotFound, what, name)
 }
+
+// inner is err, an error of a switchboard call (a witness client's, a
+// directory's) that this package wraps again, reading without its own
+// "switchboard: " prefix: a message carries it once. It unwraps to err.
+func inner(err error) error { return innerError{err} }
+
+type innerError struct{ err error }
+
+func (e innerError) Error() string { return strings.TrimPrefix(e.err.Error(), "switchboard: ") }
+func (e innerError) Unwrap() error { return e.err }
 
 // named turns a not-found error into notFoundNamed(what, name), and leaves
 // any other error (a store failure) as it is.

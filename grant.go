@@ -280,7 +280,7 @@ func (s *Switchboard) Vend(ctx context.Context, human Human, r VendRequest) (Gra
 	}
 	var jkt string
 	if len(r.Key) > 0 {
-		if jkt, err = KeyThumbprint(r.Key); err != nil {
+		if jkt, err = keyThumbprint(r.Key); err != nil {
 			return Grant{}, "", fmt.Errorf("switchboard: vend: %w", err)
 		}
 	}

@@ -41,7 +41,7 @@ const (
 
 // ErrNewerSchema is returned by New for a store written by a newer
 // switchboard, whose layout this version cannot read.
-var ErrNewerSchema = errors.New("store was written by a newer version of switchboard")
+var ErrNewerSchema = errors.New("store was written by a newer switchboard version")
 
 // migrate brings st to schemaVersion in one transaction: a store without a
 // version is either new (nothing to do) or of version 1, whose todo indexes

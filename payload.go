@@ -24,8 +24,8 @@ func NewTodoOf[T any](kind string, v T) (NewTodo, error) {
 // not decode is ErrInvalidArgument.
 func PayloadOf[T any](t Todo) (T, error) {
 	var v T
-	if err := DecodeJSON(t.Payload, &v); err != nil {
-		return v, fmt.Errorf("switchboard: payload of todo %s: %w", t.ID, err)
+	if err := decodeJSON(t.Payload, &v); err != nil {
+		return v, fmt.Errorf("switchboard: payload: todo %s: %w", t.ID, err)
 	}
 	return v, nil
 }
@@ -34,8 +34,8 @@ func PayloadOf[T any](t Todo) (T, error) {
 // payload.
 func ResultOf[T any](t Todo) (T, error) {
 	var v T
-	if err := DecodeJSON(t.Result, &v); err != nil {
-		return v, fmt.Errorf("switchboard: result of todo %s: %w", t.ID, err)
+	if err := decodeJSON(t.Result, &v); err != nil {
+		return v, fmt.Errorf("switchboard: result: todo %s: %w", t.ID, err)
 	}
 	return v, nil
 }

@@ -410,7 +410,7 @@ func RequestNonceInput(r FriendRequest) []byte {
 	// is not has no jkt member, so its text is what it always was.
 	var jkt string
 	if len(r.Key) > 0 {
-		jkt, _ = KeyThumbprint(r.Key) // a bad key fails the request before its nonce counts
+		jkt, _ = keyThumbprint(r.Key) // a bad key fails the request before its nonce counts
 		if jkt == "" {
 			jkt = "invalid"
 		}

@@ -144,7 +144,7 @@ func (s *Switchboard) Reap(ctx context.Context) (ReapStats, error) {
 		// Observer; audit events are purged only while the log is sound.
 		_, cerr := s.Checkpoint(ctx)
 		if isClosed(cerr) {
-			return st, fmt.Errorf("switchboard: reap: %w", cerr)
+			return st, fmt.Errorf("switchboard: reap: %w", inner(cerr))
 		}
 		if ctx.Err() != nil {
 			return st, fmt.Errorf("switchboard: reap: %w", ctx.Err())
@@ -189,7 +189,7 @@ func (s *Switchboard) Run(ctx context.Context) error {
 			st, err := s.Reap(ctx)
 			if err != nil {
 				if isClosed(err) {
-					return fmt.Errorf("switchboard: run: %w", err)
+					return fmt.Errorf("switchboard: run: %w", inner(err))
 				}
 				if ctx.Err() == nil {
 					s.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "switchboard: reap failed; retrying at the next tick",

@@ -32,11 +32,16 @@ func (d localDirectory) view(ctx context.Context, fn func(*txn) error) error {
 }
 
 func (d localDirectory) Lookup(ctx context.Context, id string) (Listing, error) {
+	l, err := d.lookup(ctx, id)
+	return l, wrapErr("lookup", err)
+}
+
+func (d localDirectory) lookup(ctx context.Context, id string) (Listing, error) {
 	var l Listing
 	err := d.view(ctx, func(t *txn) error {
 		p, err := t.discoverable(id)
 		if err != nil {
-			return err
+			return named(err, "persona", id)
 		}
 		l = Listing{ID: p.ID, Card: p.Card}
 		return nil
@@ -45,6 +50,11 @@ func (d localDirectory) Lookup(ctx context.Context, id string) (Listing, error) 
 }
 
 func (d localDirectory) Search(ctx context.Context, q Query) ([]Listing, error) {
+	ls, err := d.search(ctx, q)
+	return ls, wrapErr("search", err)
+}
+
+func (d localDirectory) search(ctx context.Context, q Query) ([]Listing, error) {
 	if err := q.normalize(); err != nil {
 		return nil, err
 	}
@@ -53,7 +63,7 @@ func (d localDirectory) Search(ctx context.Context, q Query) ([]Listing, error) 
 		return t.scanPrefix(tPersonas, "", func(_, v string) (bool, error) {
 			var r personaRec
 			if err := r.loadStored([]byte(v)); err != nil {
-				return false, fmt.Errorf("switchboard: decode persona: %w", err)
+				return false, fmt.Errorf("decode persona: %w", err)
 			}
 			p := r.Persona
 			if p.Discoverable && q.match(p.Card) {
@@ -118,6 +128,14 @@ type cached struct {
 
 // NewRemoteDirectory checks o and returns the directory.
 func NewRemoteDirectory(o RemoteOptions) (*RemoteDirectory, error) {
+	d, err := newRemoteDirectory(o)
+	if err != nil {
+		return nil, fmt.Errorf("switchboard: remote directory: %w", inner(err))
+	}
+	return d, nil
+}
+
+func newRemoteDirectory(o RemoteOptions) (*RemoteDirectory, error) {
 	if len(o.Origins) == 0 {
 		return nil, invalid("a remote directory needs at least one origin")
 	}
@@ -200,11 +218,11 @@ func (d *RemoteDirectory) Origins() []string {
 func (d *RemoteDirectory) Lookup(ctx context.Context, id string) (Listing, error) {
 	o, err := parseOrigin(id)
 	if err != nil || !d.origins[o] {
-		return Listing{}, notFound("agent")
+		return Listing{}, fmt.Errorf("switchboard: remote lookup: %w", notFoundNamed("agent", id))
 	}
 	c, err := d.fetch(ctx, o)
 	if err != nil {
-		return Listing{}, fmt.Errorf("%w: agent at %s: %w", ErrNotFound, o, err)
+		return Listing{}, fmt.Errorf("switchboard: remote lookup: %w: agent at %s: %w", ErrNotFound, o, err)
 	}
 	return Listing{ID: o, Card: c}, nil
 }
@@ -213,6 +231,11 @@ func (d *RemoteDirectory) Lookup(ctx context.Context, id string) (Listing, error
 // eight fetches at a time) and returns the matching cards in origin order;
 // origins that fail are left out.
 func (d *RemoteDirectory) Search(ctx context.Context, q Query) ([]Listing, error) {
+	ls, err := d.search(ctx, q)
+	return ls, wrapErr("remote search", err)
+}
+
+func (d *RemoteDirectory) search(ctx context.Context, q Query) ([]Listing, error) {
 	if err := q.normalize(); err != nil {
 		return nil, err
 	}

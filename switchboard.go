@@ -254,6 +254,14 @@ func (s *Switchboard) notified(key string) {
 // New returns a Switchboard over st. The caller keeps ownership of st and
 // closes it after it is done with the Switchboard.
 func New(st store.Store, cfg *Config) (*Switchboard, error) {
+	s, err := newSwitchboard(st, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("switchboard: new: %w", inner(err))
+	}
+	return s, nil
+}
+
+func newSwitchboard(st store.Store, cfg *Config) (*Switchboard, error) {
 	if st == nil {
 		return nil, invalid("nil store")
 	}

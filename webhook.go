@@ -539,6 +539,14 @@ func (t *txn) queueDelivery(w Webhook, typ string, body []byte) error {
 // the base64 of HMAC-SHA256 over "id.timestamp.body", keyed by the secret
 // (its "whsec_" prefix removed, then base64-decoded).
 func SignWebhook(secret, id string, ts time.Time, body []byte) (string, error) {
+	sig, err := signWebhook(secret, id, ts, body)
+	if err != nil {
+		return "", fmt.Errorf("switchboard: sign webhook: %w", err)
+	}
+	return sig, nil
+}
+
+func signWebhook(secret, id string, ts time.Time, body []byte) (string, error) {
 	key, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(secret, webhookSecretV1))
 	if err != nil {
 		return "", fmt.Errorf("%w: webhook secret is not whsec_ and base64", ErrInvalidArgument)
@@ -555,6 +563,14 @@ func SignWebhook(secret, id string, ts time.Time, body []byte) (string, error) {
 // the message id, the key to deduplicate on (deliveries are at least
 // once), or an error matching ErrWebhookSignature.
 func VerifyWebhook(secret string, h http.Header, body []byte, now time.Time, tolerance time.Duration) (string, error) {
+	id, err := verifyWebhook(secret, h, body, now, tolerance)
+	if err != nil {
+		return "", fmt.Errorf("switchboard: verify webhook: %w", err)
+	}
+	return id, nil
+}
+
+func verifyWebhook(secret string, h http.Header, body []byte, now time.Time, tolerance time.Duration) (string, error) {
 	if tolerance == 0 {
 		tolerance = 5 * time.Minute
 	}
@@ -570,7 +586,7 @@ func VerifyWebhook(secret string, h http.Header, body []byte, now time.Time, tol
 	if now.Sub(ts) > tolerance || ts.Sub(now) > tolerance {
 		return "", fmt.Errorf("%w: webhook-timestamp is %s from now", ErrWebhookSignature, now.Sub(ts).Round(time.Second))
 	}
-	want, err := SignWebhook(secret, id, ts, body)
+	want, err := signWebhook(secret, id, ts, body)
 	if err != nil {
 		return "", err
 	}

@@ -24,7 +24,9 @@ import (
 // would not), an unknown field with a non-empty value, nesting deeper than
 // 64 levels, and anything after the value. Bound the size before calling
 // (http.MaxBytesReader). The error names the offending key, never a value.
-func DecodeJSON(data []byte, v any) error {
+func DecodeJSON(data []byte, v any) error { return wrapErr("decode json", decodeJSON(data, v)) }
+
+func decodeJSON(data []byte, v any) error {
 	doc, err := strictjson.Decode(data)
 	if err != nil {
 		return invalid("JSON: %v", err)

@@ -52,7 +52,7 @@ type WitnessConfig struct {
 type WitnessConflict struct{ Size uint64 }
 
 func (e *WitnessConflict) Error() string {
-	return "witness: the last checkpoint cosigned for this log has " + strconv.FormatUint(e.Size, 10) + " events"
+	return "the last checkpoint cosigned for this log has " + strconv.FormatUint(e.Size, 10) + " events"
 }
 
 var (
@@ -117,7 +117,7 @@ func (s *Switchboard) askWitnesses(ctx context.Context, cp Checkpoint) (Checkpoi
 			if errors.Is(err, ErrAuditBroken) {
 				return cp, err
 			}
-			problems = append(problems, fmt.Errorf("%w: %s: %w", ErrWitness, w.v.Name(), err))
+			problems = append(problems, fmt.Errorf("%w: %s: %w", ErrWitness, w.v.Name(), inner(err)))
 			continue
 		}
 		sig, err := parseSigLine(line)

@@ -85,7 +85,7 @@ func (s *Switchboard) Work(ctx context.Context, c Auth, queue string, h Handler,
 	}
 	g, err := s.Authenticate(ctx, c)
 	if err != nil {
-		return fmt.Errorf("switchboard: work: %w", err)
+		return fmt.Errorf("switchboard: work: %w", inner(err))
 	}
 	var missing []string
 	for _, v := range workVerbs {
@@ -103,7 +103,7 @@ func (s *Switchboard) Work(ctx context.Context, c Auth, queue string, h Handler,
 	emptied := w.dispatch()
 	w.wg.Wait()
 	if err := w.fatalErr(); err != nil {
-		return fmt.Errorf("switchboard: work: %w", err)
+		return fmt.Errorf("switchboard: work: %w", inner(err))
 	}
 	if emptied {
 		return nil

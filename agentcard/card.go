@@ -202,6 +202,11 @@ const MaxBytes = 256 << 10
 // card wrap it with switchboard.ErrInvalidArgument too, and
 // switchboard.StatusOf answers it as invalid_argument).
 func Parse(data []byte) (Card, error) {
+	c, err := parse(data)
+	return c, wrap("parse card", err)
+}
+
+func parse(data []byte) (Card, error) {
 	if len(data) > MaxBytes {
 		return Card{}, invalid("agent card is %d bytes, limit %d", len(data), MaxBytes)
 	}
@@ -249,7 +254,7 @@ func Parse(data []byte) (Card, error) {
 		c.doc = doc
 	}
 	c.raw = bytes.Clone(data)
-	if err := c.Validate(); err != nil {
+	if err := c.validate(); err != nil {
 		return Card{}, err
 	}
 	return c, nil
@@ -260,7 +265,9 @@ func Parse(data []byte) (Card, error) {
 // default input and output modes, and for each skill an id, name,
 // description and at least one tag — and that names are clean single-line
 // text.
-func (c Card) Validate() error {
+func (c Card) Validate() error { return wrap("validate card", c.validate()) }
+
+func (c Card) validate() error {
 	var missing []string
 	need := func(ok bool, what string) {
 		if !ok {

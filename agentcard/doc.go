@@ -30,6 +30,16 @@ var (
 	ErrSignature = errors.New("agent card signature rejected")
 )
 
+// wrap is err as this package's exported calls return it: "switchboard: "
+// once, then the verb; nil stays nil. Inside the package errors are
+// unprefixed, so a call that calls another does not say it twice.
+func wrap(verb string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("switchboard: %s: %w", verb, err)
+}
+
 func invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...)
 }

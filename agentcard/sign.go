@@ -26,6 +26,11 @@ import (
 // protected header must name alg (one of algorithms, default
 // DefaultAlgorithms) and kid (a key in keys). Errors wrap ErrSignature.
 func Verify(c Card, keys *jose.JSONWebKeySet, algorithms []string) (string, error) {
+	kid, err := verify(c, keys, algorithms)
+	return kid, wrap("verify card", err)
+}
+
+func verify(c Card, keys *jose.JSONWebKeySet, algorithms []string) (string, error) {
 	if len(c.Signatures) == 0 {
 		return "", fmt.Errorf("%w: the card is not signed", ErrSignature)
 	}
@@ -111,6 +116,11 @@ func verifyCardSig(s Signature, payload []byte, keys *jose.JSONWebKeySet, algs [
 // public key can verify the card. The returned card has no Raw: it is
 // served as encoded.
 func Sign(c Card, key jose.JSONWebKey) (Card, error) {
+	c, err := sign(c, key)
+	return c, wrap("sign card", err)
+}
+
+func sign(c Card, key jose.JSONWebKey) (Card, error) {
 	if key.KeyID == "" || key.Algorithm == "" {
 		return Card{}, invalid("signing key needs a KeyID and an Algorithm")
 	}
@@ -122,7 +132,7 @@ func Sign(c Card, key jose.JSONWebKey) (Card, error) {
 		return Card{}, err
 	}
 	c.raw, c.doc, c.v03 = nil, nil, false
-	if err := c.Validate(); err != nil {
+	if err := c.validate(); err != nil {
 		return Card{}, err
 	}
 	payload, err := canonical(c)
@@ -136,11 +146,11 @@ func Sign(c Card, key jose.JSONWebKey) (Card, error) {
 	}
 	jws, err := signer.Sign(payload)
 	if err != nil {
-		return Card{}, fmt.Errorf("switchboard: sign card: %w", err)
+		return Card{}, err
 	}
 	compact, err := jws.CompactSerialize()
 	if err != nil {
-		return Card{}, fmt.Errorf("switchboard: sign card: %w", err)
+		return Card{}, err
 	}
 	parts := strings.Split(compact, ".")
 	c.Signatures = append(slices.Clone(c.Signatures), Signature{Protected: parts[0], Signature: parts[2]})
@@ -152,7 +162,10 @@ func Sign(c Card, key jose.JSONWebKey) (Card, error) {
 // Sign cannot hold, such as one in a KMS: sign Payload(c) as a JWS
 // with alg, kid and typ "JOSE" in the protected header and append the
 // detached result to c.Signatures.
-func Payload(c Card) ([]byte, error) { return canonical(c) }
+func Payload(c Card) ([]byte, error) {
+	b, err := canonical(c)
+	return b, wrap("card payload", err)
+}
 
 // canonical is the payload card signatures cover: the card's normalized
 // document (the one its fields were read from, or for a card built in Go the

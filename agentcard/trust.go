@@ -38,7 +38,9 @@ type Trust struct {
 // Validate checks the trust configuration itself: a known policy, trusted
 // keys whenever signatures are looked at, and no algorithm that is never
 // allowed. Errors wrap ErrInvalid.
-func (tr Trust) Validate() error {
+func (tr Trust) Validate() error { return wrap("card trust", tr.validate()) }
+
+func (tr Trust) validate() error {
 	if tr.Policy < SignaturesOff || tr.Policy > SignaturesRequired {
 		return invalid("unknown Policy %d", tr.Policy)
 	}
@@ -51,7 +53,9 @@ func (tr Trust) Validate() error {
 
 // Check applies the policy to c: nil if c is acceptable, else an error
 // wrapping ErrSignature (or ErrInvalid for a malformed configuration).
-func (tr Trust) Check(c Card) error {
+func (tr Trust) Check(c Card) error { return wrap("check card", tr.check(c)) }
+
+func (tr Trust) check(c Card) error {
 	switch tr.Policy {
 	case SignaturesOff:
 		return nil
@@ -66,6 +70,6 @@ func (tr Trust) Check(c Card) error {
 	default:
 		return invalid("unknown Policy %d", tr.Policy)
 	}
-	_, err := Verify(c, tr.Keys, tr.Algorithms)
+	_, err := verify(c, tr.Keys, tr.Algorithms)
 	return err
 }

@@ -331,7 +331,14 @@ func bindSessions(h http.Handler) http.Handler {
 func serverError(w http.ResponseWriter, st switchboard.Status, msg string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(st.HTTP)
-	_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{"code": st.Code, "message": msg}})
+	_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{"code": st.Code, "message": styled(st.Code, msg)}})
+}
+
+// styled is a refusal of the endpoint's own in switchboard's one error
+// style, "switchboard: mcp: <code in words>: <detail>"; the library's
+// errors (err.Error()) already read that way and pass as they are.
+func styled(code, detail string) string {
+	return "switchboard: mcp: " + strings.ReplaceAll(code, "_", " ") + ": " + detail
 }
 
 // quoted is s as an HTTP quoted-string (RFC 9110 §5.6.4): printable ASCII
@@ -365,22 +372,25 @@ func unauthorized(w http.ResponseWriter, code, msg string) {
 	w.Header().Set("WWW-Authenticate", challenge)
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusUnauthorized)
-	_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{"code": "unauthenticated", "message": "unauthenticated: " + msg}})
+	_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{"code": "unauthenticated", "message": styled("unauthenticated", msg)}})
 }
 
 // dpopUnauthorized answers 401 with a DPoP challenge (DPoPChallenge) and
 // the JSON error body carrying switchboard's code.
 func dpopUnauthorized(w http.ResponseWriter, sb *switchboard.Switchboard, err error, msg string) {
+	code := switchboard.StatusOf(err).Code
+	body := styled(code, msg)
 	if msg == "" {
-		msg = err.Error()
+		msg, body = err.Error(), err.Error()
 		if !errors.Is(err, switchboard.ErrDPoPRequired) && !errors.Is(err, switchboard.ErrInvalidDPoPProof) && !errors.Is(err, switchboard.ErrUseDPoPNonce) {
 			msg = "the credential is not valid (unknown, revoked or expired)"
+			body = styled(code, msg)
 		}
 	}
 	DPoPChallenge(w.Header(), sb, err, msg)
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusUnauthorized)
-	_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{"code": switchboard.StatusOf(err).Code, "message": msg}})
+	_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{"code": code, "message": body}})
 }
 
 // DPoPChallenge sets the DPoP challenge (RFC 9449 §7.1) a 401 for err
@@ -534,7 +544,7 @@ func (h *handlers) tool(t tool) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		cred, err := h.credential(req.Extra)
 		if err != nil {
-			return toolError(err), nil
+			return toolError(name, err), nil
 		}
 		args := []byte(req.Params.Arguments)
 		if len(args) == 0 {
@@ -542,11 +552,11 @@ func (h *handlers) tool(t tool) mcp.ToolHandler {
 		}
 		out, err := t.run(h, ctx, cred, args)
 		if err != nil {
-			return toolError(err), nil
+			return toolError(name, err), nil
 		}
 		b, err := json.Marshal(out)
 		if err != nil {
-			return nil, fmt.Errorf("mcptools: %s: encoding the result: %w", name, err)
+			return nil, fmt.Errorf("switchboard: %s: encode the result: %w", name, err)
 		}
 		return &mcp.CallToolResult{
 			Content:           []mcp.Content{&mcp.TextContent{Text: string(b)}},
@@ -557,9 +567,15 @@ func (h *handlers) tool(t tool) mcp.ToolHandler {
 
 // toolError is a refused call as an MCP tool error: the stable code, then
 // the message (which never holds a secret), then when a retry can succeed.
-func toolError(err error) *mcp.CallToolResult {
+// The message reads as switchboard's do, "switchboard: " once and then the
+// verb: an error of the tool's own argument checks is given the tool's name.
+func toolError(tool string, err error) *mcp.CallToolResult {
 	st := switchboard.StatusOf(err)
-	msg := st.Code + ": " + err.Error()
+	text := err.Error()
+	if !strings.HasPrefix(text, "switchboard: ") {
+		text = "switchboard: " + tool + ": " + text
+	}
+	msg := st.Code + ": " + text
 	if !st.RetryAt.IsZero() {
 		msg += " (retry after " + st.RetryAt.UTC().Format(time.RFC3339) + ")"
 	}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -67,6 +68,8 @@ func toolNames(t *testing.T, s *mcp.ClientSession) []string {
 	return names
 }
 
+var toolErrorText = regexp.MustCompile(`^[a-z_]+: switchboard: [a-z_]+( [a-z_]+){0,2}: `)
+
 // call calls a tool and returns its structured output, checked against the
 // tool's own output schema, or the tool error's text.
 func call(t *testing.T, s *mcp.ClientSession, name string, args any) (map[string]any, string) {
@@ -75,7 +78,12 @@ func call(t *testing.T, s *mcp.ClientSession, name string, args any) (map[string
 	require.NoError(t, err)
 	if res.IsError {
 		require.Len(t, res.Content, 1)
-		return nil, res.Content[0].(*mcp.TextContent).Text
+		text := res.Content[0].(*mcp.TextContent).Text
+		// The stable code, then switchboard's message: "switchboard: "
+		// once, then the verb.
+		assert.Regexp(t, toolErrorText, text)
+		assert.Equal(t, 1, strings.Count(text, "switchboard: "), text)
+		return nil, text
 	}
 	b, err := json.Marshal(res.StructuredContent)
 	require.NoError(t, err)
@@ -261,6 +269,8 @@ func TestVerifier(t *testing.T) {
 		}
 		require.NoError(t, json.Unmarshal(body.Bytes(), &e), name)
 		assert.Equal(t, "unauthenticated", e.Error.Code, name)
+		assert.True(t, strings.HasPrefix(e.Error.Message, "switchboard: mcp: unauthenticated: "), "%s: %q", name, e.Error.Message)
+		assert.Equal(t, 1, strings.Count(e.Error.Message, "switchboard: "), name)
 		challenge := resp.Header.Get("WWW-Authenticate")
 		assert.True(t, strings.HasPrefix(challenge, "Bearer"), name)
 		switch name {

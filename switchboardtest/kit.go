@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/switchboardhq/switchboard"
+	"github.com/switchboardhq/switchboard/store"
 	"github.com/switchboardhq/switchboard/store/memory"
 )
 
@@ -24,6 +25,8 @@ type Kit struct {
 	SB *switchboard.Switchboard
 	// Issuer is the local identity provider SB trusts.
 	Issuer *Issuer
+	// Store is SB's store (in memory).
+	Store store.Store
 
 	t     testing.TB
 	clock switchboard.Clock
@@ -53,7 +56,7 @@ func NewKit(t testing.TB, cfg *switchboard.Config) *Kit {
 	if err != nil {
 		t.Fatalf("switchboardtest: new: %v", err)
 	}
-	return &Kit{SB: sb, Issuer: iss, t: t, clock: c.Clock, owners: map[string]switchboard.Human{}}
+	return &Kit{SB: sb, Issuer: iss, Store: st, t: t, clock: c.Clock, owners: map[string]switchboard.Human{}}
 }
 
 func (k *Kit) now() time.Time {

@@ -38,9 +38,9 @@ import (
 // Errors a Server's AddCheckpoint returns (besides *switchboard.WitnessConflict
 // and errors wrapping switchboard.ErrWitnessRefused), matched with errors.Is.
 var (
-	ErrUnknownLog   = errors.New("witness: unknown log")                           // 404: no log of that origin is witnessed here
-	ErrBadSignature = errors.New("witness: the checkpoint's signature is invalid") // 403
-	ErrBadRequest   = errors.New("witness: malformed request")                     // 400
+	ErrUnknownLog   = errors.New("unknown log")                           // 404: no log of that origin is witnessed here
+	ErrBadSignature = errors.New("the checkpoint's signature is invalid") // 403
+	ErrBadRequest   = errors.New("malformed request")                     // 400
 )
 
 // Log is a log a Server witnesses: its origin (the first line of its
@@ -92,11 +92,11 @@ type Server struct {
 func NewKey(name string) (ed25519.PrivateKey, string, error) {
 	_, priv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
-		return nil, "", err
+		return nil, "", fmt.Errorf("switchboard: witness: new key: %w", err)
 	}
 	s, err := cosig.NewSigner(name, priv, func() uint64 { return 0 })
 	if err != nil {
-		return nil, "", err
+		return nil, "", fmt.Errorf("switchboard: witness: new key: %w", err)
 	}
 	return priv, s.VerifierKey(), nil
 }
@@ -104,7 +104,7 @@ func NewKey(name string) (ed25519.PrivateKey, string, error) {
 // NewServer returns a witness.
 func NewServer(c Config) (*Server, error) {
 	if c.Store == nil {
-		return nil, errors.New("witness: Config.Store is required")
+		return nil, errors.New("switchboard: witness: Config.Store is required")
 	}
 	if c.Now == nil {
 		c.Now = time.Now
@@ -114,7 +114,7 @@ func NewServer(c Config) (*Server, error) {
 	}
 	signer, err := cosig.NewSigner(c.Name, c.Key, func() uint64 { return uint64(c.Now().Unix()) })
 	if err != nil {
-		return nil, fmt.Errorf("witness: %w", err)
+		return nil, fmt.Errorf("switchboard: witness: %w", err)
 	}
 	s := &Server{cfg: c, signer: signer, logs: map[string]note.Verifiers{}}
 	for _, l := range c.Logs {
@@ -122,15 +122,15 @@ func NewServer(c Config) (*Server, error) {
 		for _, k := range l.Keys {
 			v, err := note.NewVerifier(k)
 			if err != nil {
-				return nil, fmt.Errorf("witness: log %s: key: %w", l.Origin, err)
+				return nil, fmt.Errorf("switchboard: witness: log %s: key: %w", l.Origin, err)
 			}
 			if v.Name() != l.Origin {
-				return nil, fmt.Errorf("witness: log %s: its key is named %q", l.Origin, v.Name())
+				return nil, fmt.Errorf("switchboard: witness: log %s: its key is named %q", l.Origin, v.Name())
 			}
 			vs = append(vs, v)
 		}
 		if len(vs) == 0 {
-			return nil, fmt.Errorf("witness: log %s: no key", l.Origin)
+			return nil, fmt.Errorf("switchboard: witness: log %s: no key", l.Origin)
 		}
 		s.logs[l.Origin] = note.VerifierList(vs...)
 	}
@@ -173,6 +173,14 @@ func parseCheckpoint(text string) (checkpoint, error) {
 // size cosigned before, or a proof that does not lead from the last one)
 // is refused with switchboard.ErrWitnessRefused and reported.
 func (s *Server) AddCheckpoint(ctx context.Context, oldSize uint64, proof []tlog.Hash, signed []byte) ([]byte, error) {
+	line, err := s.addCheckpoint(ctx, oldSize, proof, signed)
+	if err != nil {
+		return nil, fmt.Errorf("switchboard: witness: add checkpoint: %w", err)
+	}
+	return line, nil
+}
+
+func (s *Server) addCheckpoint(ctx context.Context, oldSize uint64, proof []tlog.Hash, signed []byte) ([]byte, error) {
 	text, _, ok := strings.Cut(string(signed), "\n\n")
 	if !ok {
 		return nil, fmt.Errorf("%w: not a signed note", ErrBadRequest)
@@ -280,38 +288,38 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case errors.Is(err, ErrBadRequest):
 		http.Error(w, err.Error(), http.StatusBadRequest)
 	default:
-		http.Error(w, "witness: internal error", http.StatusInternalServerError)
+		http.Error(w, "switchboard: witness: internal error", http.StatusInternalServerError)
 	}
 }
 
 func parseRequest(body []byte) (uint64, []tlog.Hash, []byte, error) {
 	head, signed, ok := bytes.Cut(body, []byte("\n\n"))
 	if !ok {
-		return 0, nil, nil, errors.New("witness: want old size, proof, an empty line and the checkpoint")
+		return 0, nil, nil, errors.New("switchboard: witness: want old size, proof, an empty line and the checkpoint")
 	}
 	sc := bufio.NewScanner(bytes.NewReader(head))
 	if !sc.Scan() {
-		return 0, nil, nil, errors.New("witness: no old size")
+		return 0, nil, nil, errors.New("switchboard: witness: no old size")
 	}
 	f := strings.Fields(sc.Text())
 	if len(f) != 2 || f[0] != "old" {
-		return 0, nil, nil, errors.New("witness: the first line is old <size>")
+		return 0, nil, nil, errors.New("switchboard: witness: the first line is old <size>")
 	}
 	old, err := strconv.ParseUint(f[1], 10, 64)
 	if err != nil || strconv.FormatUint(old, 10) != f[1] {
-		return 0, nil, nil, errors.New("witness: old size is not a decimal number")
+		return 0, nil, nil, errors.New("switchboard: witness: old size is not a decimal number")
 	}
 	var proof []tlog.Hash
 	for sc.Scan() {
 		b, err := base64.StdEncoding.Strict().DecodeString(sc.Text())
 		if err != nil || len(b) != tlog.HashSize {
-			return 0, nil, nil, errors.New("witness: a proof line is not a base64 hash")
+			return 0, nil, nil, errors.New("switchboard: witness: a proof line is not a base64 hash")
 		}
 		var h tlog.Hash
 		copy(h[:], b)
 		proof = append(proof, h)
 		if len(proof) > 64 {
-			return 0, nil, nil, errors.New("witness: proof too long")
+			return 0, nil, nil, errors.New("switchboard: witness: proof too long")
 		}
 	}
 	return old, proof, signed, nil
@@ -329,6 +337,14 @@ var _ switchboard.Witness = (*Client)(nil)
 
 // AddCheckpoint is switchboard.Witness's, over HTTP.
 func (c *Client) AddCheckpoint(ctx context.Context, oldSize uint64, proof []tlog.Hash, signed []byte) ([]byte, error) {
+	line, err := c.addCheckpoint(ctx, oldSize, proof, signed)
+	if err != nil {
+		return nil, fmt.Errorf("switchboard: witness: add checkpoint: %w", err)
+	}
+	return line, nil
+}
+
+func (c *Client) addCheckpoint(ctx context.Context, oldSize uint64, proof []tlog.Hash, signed []byte) ([]byte, error) {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "old %d\n", oldSize)
 	for _, h := range proof {
@@ -360,11 +376,11 @@ func (c *Client) AddCheckpoint(ctx context.Context, oldSize uint64, proof []tlog
 	case http.StatusConflict:
 		size, err := strconv.ParseUint(strings.TrimSpace(string(body)), 10, 64)
 		if err != nil {
-			return nil, fmt.Errorf("witness: 409 without a size")
+			return nil, errors.New("409 without a size")
 		}
 		return nil, &switchboard.WitnessConflict{Size: size}
 	case http.StatusUnprocessableEntity:
 		return nil, fmt.Errorf("%w: %s", switchboard.ErrWitnessRefused, strings.TrimSpace(string(body)))
 	}
-	return nil, fmt.Errorf("witness: %s: %s", resp.Status, strings.TrimSpace(string(body)))
+	return nil, fmt.Errorf("%s: %s", resp.Status, strings.TrimSpace(string(body)))
 }

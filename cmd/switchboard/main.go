@@ -95,7 +95,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err == nil {
 		return 0
 	}
-	fmt.Fprintln(stderr, "switchboard:", err)
+	fmt.Fprintln(stderr, errorLine(err))
 	var e *exitErr
 	if errors.As(err, &e) {
 		return e.code
@@ -444,4 +444,15 @@ func (b *progressBar) done() {
 	if b.drawn {
 		fmt.Fprintln(b.w)
 	}
+}
+
+// errorLine is how the command line reports err: as the library words it,
+// "switchboard: " once and then the verb; an error of the command line's
+// own (a flag, a file) gets the prefix it lacks.
+func errorLine(err error) string {
+	msg := err.Error()
+	if strings.HasPrefix(msg, "switchboard: ") {
+		return msg
+	}
+	return "switchboard: " + msg
 }

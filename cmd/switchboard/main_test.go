@@ -260,3 +260,15 @@ func TestOnPostgreSQL(t *testing.T) {
 // TestMain runs the tests, then names on stderr each test that skipped
 // for want of something on this machine, and why (switchboardtest.Skip).
 func TestMain(m *testing.M) { switchboardtest.Main(m) }
+
+// One error style on the command line: every error the library names
+// (switchboardtest.ErrorCases, each from a real call) is printed with
+// "switchboard: " once, as the library words it.
+func TestErrorLines(t *testing.T) {
+	for _, c := range switchboardtest.ErrorCases(t) {
+		line := errorLine(c.Err)
+		require.Equal(t, 1, strings.Count(line, "switchboard: "), "%s: %s", c.Name, line)
+		require.Equal(t, c.Err.Error(), line, c.Name)
+	}
+	require.Equal(t, "switchboard: open x.db: no such file", errorLine(errors.New("open x.db: no such file")))
+}

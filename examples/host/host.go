@@ -176,14 +176,14 @@ func buildHost(cfg hostConfig) (*host, http.Handler, error) {
 	}
 	u.routes(mux)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		h.failCode(w, http.StatusNotFound, "not_found", "not found: no route "+r.Method+" "+r.URL.Path)
+		h.failCode(w, http.StatusNotFound, "not_found", "route", "no route "+r.Method+" "+r.URL.Path)
 	})
 	// Every state-changing request a browser sends from another origin is
 	// refused (Sec-Fetch-Site / Origin), before any route sees it; agents'
 	// HTTP clients send neither header and pass.
 	cop := http.NewCrossOriginProtection()
 	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h.failCode(w, http.StatusForbidden, "cross_origin", "forbidden: cross-origin request refused")
+		h.failCode(w, http.StatusForbidden, "cross_origin", "origin", "a cross-origin request is refused")
 	}))
 	return h, cop.Handler(mux), nil
 }
@@ -217,7 +217,11 @@ func (h *host) fail(w http.ResponseWriter, r *http.Request, err error) {
 	writeJSON(w, st.HTTP, map[string]apiError{"error": {Code: st.Code, Message: err.Error()}})
 }
 
-func (h *host) failCode(w http.ResponseWriter, status int, code, msg string) {
+// failCode answers an error of the host's own (a route, a body, a sign-in)
+// in switchboard's one style: "switchboard: <verb>: <code in words>:
+// <detail>", as the library's errors read (fail passes those through).
+func (h *host) failCode(w http.ResponseWriter, status int, code, verb, detail string) {
+	msg := "switchboard: " + verb + ": " + strings.ReplaceAll(code, "_", " ") + ": " + detail
 	writeJSON(w, status, map[string]apiError{"error": {Code: code, Message: msg}})
 }
 
@@ -232,7 +236,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // type without a preflight, so the session cookie alone never acts.
 func (h *host) jsonRequest(w http.ResponseWriter, r *http.Request) bool {
 	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "application/json" {
-		h.failCode(w, http.StatusUnsupportedMediaType, "unsupported_media_type", "send Content-Type: application/json")
+		h.failCode(w, http.StatusUnsupportedMediaType, "unsupported_media_type", "read body", "send Content-Type: application/json")
 		return false
 	}
 	return true
@@ -243,17 +247,17 @@ func (h *host) jsonRequest(w http.ResponseWriter, r *http.Request) bool {
 // through switchboard.DecodeJSON, the one strict reading.
 func (h *host) read(w http.ResponseWriter, r *http.Request, v any) bool {
 	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "application/json" {
-		h.failCode(w, http.StatusUnsupportedMediaType, "unsupported_media_type", "send Content-Type: application/json")
+		h.failCode(w, http.StatusUnsupportedMediaType, "unsupported_media_type", "read body", "send Content-Type: application/json")
 		return false
 	}
 	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {
-		h.failCode(w, http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("the body is over %d bytes", maxBody))
+		h.failCode(w, http.StatusRequestEntityTooLarge, "too_large", "read body", fmt.Sprintf("the body is over %d bytes", maxBody))
 		return false
 	}
 	if err != nil {
-		h.failCode(w, http.StatusBadRequest, "invalid_argument", "the body could not be read")
+		h.failCode(w, http.StatusBadRequest, "invalid_argument", "read body", "the body could not be read")
 		return false
 	}
 	if err := switchboard.DecodeJSON(b, v); err != nil {
@@ -267,7 +271,7 @@ func (h *host) read(w http.ResponseWriter, r *http.Request, v any) bool {
 
 func (h *host) primaryCard(w http.ResponseWriter, r *http.Request) {
 	if h.cfg.Primary == "" {
-		h.failCode(w, http.StatusNotFound, "not_found", "not found: agent")
+		h.failCode(w, http.StatusNotFound, "not_found", "agent card", "this host has no primary agent")
 		return
 	}
 	h.serveCard(w, r, h.cfg.Primary)
@@ -321,7 +325,7 @@ func (h *host) friendRequest(w http.ResponseWriter, r *http.Request) {
 	if req.To == "" {
 		req.To = r.PathValue("id")
 	} else if req.To != r.PathValue("id") {
-		h.failCode(w, http.StatusBadRequest, "invalid_argument", "invalid argument: to does not name the persona of this URL")
+		h.failCode(w, http.StatusBadRequest, "invalid_argument", "request", "to does not name the persona of this URL")
 		return
 	}
 	if strings.Contains(req.From, "@") {
@@ -330,7 +334,7 @@ func (h *host) friendRequest(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	} else if len(body.FromCard) > 0 {
-		h.failCode(w, http.StatusBadRequest, "invalid_argument", "invalid argument: from_card is only for agents of other hosts (from = agent@issuer-host)")
+		h.failCode(w, http.StatusBadRequest, "invalid_argument", "request", "from_card is only for agents of other hosts (from = agent@issuer-host)")
 		return
 	}
 	edge, created, err := h.cfg.SB.Request(r.Context(), req)
@@ -363,18 +367,18 @@ func (h *host) guest(r *http.Request, req switchboard.FriendRequest, rawCard jso
 		return err
 	}
 	if !strings.HasSuffix(req.From, "@"+key) || strings.Count(req.From, "@") != 1 {
-		return fmt.Errorf("%w: an agent of another host is named name@%s after its issuer", switchboard.ErrInvalidArgument, key)
+		return fmt.Errorf("switchboard: request: %w: an agent of another host is named name@%s after its issuer", switchboard.ErrInvalidArgument, key)
 	}
 	if len(rawCard) == 0 {
-		return fmt.Errorf("%w: an agent of another host sends its card as from_card", switchboard.ErrInvalidArgument)
+		return fmt.Errorf("switchboard: request: %w: an agent of another host sends its card as from_card", switchboard.ErrInvalidArgument)
 	}
-	card, err := agentcard.Parse(rawCard)
+	card, err := agentcard.Parse(rawCard) // "switchboard: parse card: …", answered as invalid_argument
 	if err != nil {
-		return fmt.Errorf("%w: from_card: %w", switchboard.ErrInvalidArgument, err)
+		return err
 	}
 	_, err = h.cfg.SB.Publish(r.Context(), switchboard.Persona{ID: req.From, Owner: prov.Human(), Card: card, Discoverable: false})
 	if errors.Is(err, switchboard.ErrConflict) {
-		return fmt.Errorf("%w: the verified human does not own agent %q", switchboard.ErrForbidden, req.From)
+		return fmt.Errorf("switchboard: request: %w: the verified human does not own agent %q", switchboard.ErrForbidden, req.From)
 	}
 	return err
 }
@@ -399,7 +403,7 @@ func (h *host) nonce(w http.ResponseWriter, r *http.Request) {
 func issuerKey(issuer string) (string, error) {
 	u, err := url.Parse(issuer)
 	if err != nil || u.Host == "" {
-		return "", fmt.Errorf("%w: issuer %q is not a URL", switchboard.ErrInvalidArgument, issuer)
+		return "", fmt.Errorf("switchboard: request: %w: issuer %q is not a URL", switchboard.ErrInvalidArgument, issuer)
 	}
 	if strings.Trim(u.Path, "/") == "" {
 		return u.Host, nil
@@ -425,13 +429,13 @@ func (h *host) collect(w http.ResponseWriter, r *http.Request) {
 		g, cred, err = h.cfg.SB.Collect(r.Context(), r.PathValue("id"), body.Secret)
 	case 1:
 		if h.cfg.BaseURL == "" {
-			h.failCode(w, http.StatusNotImplemented, "not_configured", "not configured: DPoP needs the host's public URL (-base-url)")
+			h.failCode(w, http.StatusNotImplemented, "not_configured", "collect", "DPoP needs the host's public URL (-base-url)")
 			return
 		}
 		p := switchboard.Proof{JWT: proofs[0], Method: r.Method, URL: strings.TrimSuffix(h.cfg.BaseURL, "/") + r.URL.EscapedPath()}
 		g, cred, err = h.cfg.SB.CollectWithProof(r.Context(), r.PathValue("id"), body.Secret, p)
 	default:
-		h.failCode(w, http.StatusBadRequest, "invalid_argument", "invalid argument: more than one DPoP header")
+		h.failCode(w, http.StatusBadRequest, "invalid_argument", "collect", "more than one DPoP header")
 		return
 	}
 	if err != nil {
@@ -490,7 +494,7 @@ func (h *host) login(w http.ResponseWriter, r *http.Request) {
 	}
 	c, err := r.Cookie("sb_login")
 	if err != nil {
-		h.failCode(w, http.StatusUnauthorized, "unauthenticated", "unauthenticated: start the sign-in with POST /login/start")
+		h.failCode(w, http.StatusUnauthorized, "unauthenticated", "sign in", "start the sign-in with POST /login/start")
 		return
 	}
 	h.mu.Lock()
@@ -498,7 +502,7 @@ func (h *host) login(w http.ResponseWriter, r *http.Request) {
 	delete(h.logins, hashKey(c.Value)) // one try per nonce
 	h.mu.Unlock()
 	if !ok || time.Now().After(l.expires) || l.state != "" {
-		h.failCode(w, http.StatusUnauthorized, "unauthenticated", "unauthenticated: the sign-in expired; start again")
+		h.failCode(w, http.StatusUnauthorized, "unauthenticated", "sign in", "the sign-in expired; start again")
 		return
 	}
 	prov, err := h.cfg.SB.VerifyHuman(r.Context(), body.IDToken, l.nonce)
@@ -570,7 +574,7 @@ func (h *host) human(fn func(http.ResponseWriter, *http.Request, switchboard.Hum
 	return func(w http.ResponseWriter, r *http.Request) {
 		s, ok := h.session(w, r)
 		if !ok {
-			h.failCode(w, http.StatusUnauthorized, "unauthenticated", "unauthenticated: sign in (POST /login/start, then POST /login)")
+			h.failCode(w, http.StatusUnauthorized, "unauthenticated", "session", "sign in (POST /login/start, then POST /login)")
 			return
 		}
 		fn(w, r, s.human)
@@ -589,7 +593,7 @@ func (h *host) devLogin(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if body.Subject == "" {
-		h.failCode(w, http.StatusBadRequest, "invalid_argument", "invalid argument: subject is empty")
+		h.failCode(w, http.StatusBadRequest, "invalid_argument", "dev login", "subject is empty")
 		return
 	}
 	nonce := randomToken()
@@ -614,7 +618,7 @@ func (h *host) devToken(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if body.Subject == "" || body.Nonce == "" {
-		h.failCode(w, http.StatusBadRequest, "invalid_argument", "invalid argument: subject and nonce are required")
+		h.failCode(w, http.StatusBadRequest, "invalid_argument", "dev token", "subject and nonce are required")
 		return
 	}
 	w.Header().Set("Cache-Control", "no-store")
@@ -641,12 +645,12 @@ func (h *host) publish(w http.ResponseWriter, r *http.Request, me switchboard.Hu
 	}
 	id := r.PathValue("id")
 	if strings.Contains(id, "@") {
-		h.failCode(w, http.StatusBadRequest, "invalid_argument", "invalid argument: '@' is kept for agents of other hosts")
+		h.failCode(w, http.StatusBadRequest, "invalid_argument", "publish", "'@' is kept for agents of other hosts")
 		return
 	}
-	card, err := agentcard.Parse(body.Card)
+	card, err := agentcard.Parse(body.Card) // "switchboard: parse card: …", answered as invalid_argument
 	if err != nil {
-		h.fail(w, r, fmt.Errorf("%w: card: %w", switchboard.ErrInvalidArgument, err))
+		h.fail(w, r, err)
 		return
 	}
 	p, err := h.cfg.SB.Publish(r.Context(), switchboard.Persona{ID: id, Owner: me, Card: card, Discoverable: body.Discoverable})

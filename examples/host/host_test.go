@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -165,7 +166,49 @@ func (c *client) do(method, path string, body any, hdr ...string) (int, map[stri
 	if len(raw) > 0 && strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
 		require.NoError(c.t, json.Unmarshal(raw, &out), string(raw))
 	}
+	if e, ok := out["error"].(map[string]any); ok {
+		assertStyled(c.t, e, method+" "+path)
+	}
 	return resp.StatusCode, out, resp.Header
+}
+
+// styledMessage is switchboard's one error style: "switchboard: " once,
+// at the start, then the verb.
+var styledMessage = regexp.MustCompile(`^switchboard: [a-z_]+( [a-z_]+){0,2}: `)
+
+// assertStyled checks a JSON error body {"code","message"} against the one
+// style; every error any test meets through client.do passes here.
+func assertStyled(t *testing.T, e map[string]any, where string) {
+	t.Helper()
+	msg, _ := e["message"].(string)
+	assert.NotEmpty(t, e["code"], "%s: the error has a code", where)
+	assert.Equal(t, 1, strings.Count(msg, "switchboard: "), "%s: %q carries switchboard: once", where, msg)
+	assert.Regexp(t, styledMessage, msg, "%s: the verb follows the prefix", where)
+}
+
+// One error style, the host's JSON: every error switchboard names
+// (switchboardtest.ErrorCases, made by real calls) answers with
+// StatusOf's status and code and the library's own message, unchanged.
+// The host's own refusals (routes, bodies, sign-in) are checked by
+// client.do in every test that meets one.
+func TestErrorsReadOneWayInJSON(t *testing.T) {
+	e := newEnv(t, "")
+	for _, c := range switchboardtest.ErrorCases(t) {
+		rec := httptest.NewRecorder()
+		e.host.fail(rec, httptest.NewRequest("GET", "/x", nil), c.Err)
+		st := switchboard.StatusOf(c.Err)
+		assert.Equal(t, st.HTTP, rec.Code, c.Name)
+		if st.HTTP == http.StatusNoContent {
+			continue
+		}
+		var body struct {
+			Error map[string]any `json:"error"`
+		}
+		require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &body), c.Name)
+		assert.Equal(t, st.Code, body.Error["code"], c.Name)
+		assert.Equal(t, c.Err.Error(), body.Error["message"], c.Name)
+		assertStyled(t, body.Error, c.Name)
+	}
 }
 
 // signIn logs subject in through the host: a nonce from the host, an ID
