@@ -22,6 +22,7 @@ import (
 	"math"
 	"math/big"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -158,9 +159,11 @@ type Proof struct {
 	// "CALL") and tells its agents.
 	Method string
 	// URL is the request's URL, which the proof's htu must name (compared
-	// without query and fragment, scheme and host case-insensitively,
-	// default ports dropped). A host that is not HTTP names the operation
-	// (say "urn:example:create_for").
+	// without query and fragment, after RFC 3986 §6.2.2 and §6.2.3
+	// normalization: scheme and host case-insensitively, default ports
+	// dropped, escapes of unreserved characters decoded, dot segments
+	// removed). A host that is not HTTP names the operation (say
+	// "urn:example:create_for").
 	URL string
 }
 
@@ -453,9 +456,14 @@ func (s *Switchboard) proofHeader(seg string, b []byte) (proofHdr, error) {
 	return h, nil
 }
 
-// normalURL is u as RFC 9449 §4.3 compares htu: without query and
-// fragment, scheme and host in lower case, a default port dropped, an
-// empty path as "/". A non-HTTP operation name (a URN) is compared as is.
+// normalURL is u as RFC 9449 §4.3 compares htu — after the syntax-based
+// normalization of RFC 3986 §6.2.2 and the scheme-based one of §6.2.3 —
+// without query and fragment: scheme and host in lower case, a default
+// port dropped, an empty path as "/", percent-encodings in upper case and
+// those of unreserved characters ("%7E", "%41") decoded, and dot segments
+// removed ("/a/./b/../mcp" is "/a/mcp"). Any other percent-encoding stays
+// as it is ("%2F" is not "/"), and the path's case is kept. A non-HTTP
+// operation name (a URN) is compared as is but for its scheme's case.
 func normalURL(u string) (string, error) {
 	if u == "" {
 		return "", errors.New("empty")
@@ -479,11 +487,79 @@ func normalURL(u string) (string, error) {
 	if port != "" {
 		host += ":" + port
 	}
-	p.Host = host
-	if p.Path == "" {
-		p.Path, p.RawPath = "/", ""
+	path := removeDotSegments(normalEscapes(p.EscapedPath()))
+	if path == "" {
+		path = "/"
 	}
-	return p.String(), nil
+	var b strings.Builder
+	b.WriteString(p.Scheme)
+	b.WriteString("://")
+	if p.User != nil {
+		b.WriteString(p.User.String())
+		b.WriteByte('@')
+	}
+	b.WriteString(host)
+	b.WriteString(path)
+	return b.String(), nil
+}
+
+// normalEscapes is the percent-encoding normalization of RFC 3986 §6.2.2.1
+// and §6.2.2.2 on an escaped path (whose escapes url.Parse has checked):
+// the escape of an unreserved character (ALPHA, DIGIT, "-", ".", "_", "~")
+// becomes the character, and every other escape is upper-cased.
+func normalEscapes(s string) string {
+	if !strings.Contains(s, "%") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] != '%' || i+2 >= len(s) {
+			b.WriteByte(s[i])
+			continue
+		}
+		hex := strings.ToUpper(s[i+1 : i+3])
+		v, err := strconv.ParseUint(hex, 16, 8)
+		if err != nil {
+			b.WriteByte(s[i])
+			continue
+		}
+		if c := byte(v); c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '.' || c == '_' || c == '~' {
+			b.WriteByte(c)
+		} else {
+			b.WriteString("%" + hex)
+		}
+		i += 2
+	}
+	return b.String()
+}
+
+// removeDotSegments is RFC 3986 §5.2.4 on an absolute path: "." segments
+// go, and ".." takes the segment before it (never climbing above "/").
+func removeDotSegments(path string) string {
+	if !strings.Contains(path, ".") {
+		return path
+	}
+	var out []string
+	segs := strings.Split(path, "/")[1:] // path starts with "/" (or is empty)
+	for i, seg := range segs {
+		last := i == len(segs)-1
+		switch seg {
+		case ".":
+			if last {
+				out = append(out, "") // "/a/." is "/a/"
+			}
+		case "..":
+			if len(out) > 0 {
+				out = out[:len(out)-1]
+			}
+			if last {
+				out = append(out, "") // "/a/b/.." is "/a/"
+			}
+		default:
+			out = append(out, seg)
+		}
+	}
+	return "/" + strings.Join(out, "/")
 }
 
 // DPoPNonce returns the server nonce (RFC 9449 §8) to hand agents in the

@@ -108,6 +108,60 @@ func TestBoundGrant(t *testing.T) {
 	}
 }
 
+// htu is compared as RFC 9449 §4.3 asks, after RFC 3986 §6.2.2 and §6.2.3
+// normalization, on both sides: a proof naming the request's URL spelled
+// another equivalent way is accepted; one naming a URL that only looks
+// alike — an escaped "/", another case of the path, a trailing slash, a
+// dot segment that leaves another path — is refused, and not spent.
+func TestProofURLNormalization(t *testing.T) {
+	eachBackend(t, func(t *testing.T, h *harness) {
+		key, err := switchboardtest.NewProofKey("ES256")
+		require.NoError(t, err)
+		e := boundRequest(t, h, key, inboxCreate)
+		now := h.clock.Now()
+		_, cred, err := h.sb.CollectWithProof(ctx, e.ID, testSecret, key.Proof("POST", collectURL, testSecret, now))
+		require.NoError(t, err)
+		for _, tc := range []struct {
+			htu, request string
+			same         bool
+		}{
+			{"https://hub.example/%6Dcp", apiURL, true},                      // an unreserved letter escaped
+			{"https://hub.example/m%63p", apiURL, true},                      // …in the middle
+			{apiURL, "https://hub.example/%6d%63%70", true},                  // the request's URL escaped, lower-case hex
+			{"https://hub.example/a/%7Eb", "https://hub.example/a/~b", true}, // "~" is unreserved
+			{"https://hub.example/a%2fb", "https://hub.example/a%2Fb", true}, // the hex's case
+			{"https://hub.example/./mcp", apiURL, true},                      // a "." segment
+			{"https://hub.example/x/y/../../mcp", apiURL, true},              // ".." segments
+			{"https://hub.example/%2E%2E/mcp", apiURL, true},                 // escaped dots, then removed
+			{"https://hub.example/../mcp", apiURL, true},                     // ".." never climbs above "/"
+			{"HTTPS://Hub.EXAMPLE:443/mcp#frag", apiURL, true},               // scheme, host, default port, fragment
+			{"https://hub.example/a%2Fb", "https://hub.example/a/b", false},  // an escaped "/" is not "/"
+			{"https://hub.example/a%40b", "https://hub.example/a@b", false},  // nor an escaped "@" an "@"
+			{"https://hub.example/MCP", apiURL, false},                       // the path's case counts
+			{"https://hub.example/mcp/", apiURL, false},                      // so does a trailing slash
+			{"https://hub.example/mcp/..", apiURL, false},                    // "/mcp/.." is "/"
+			{"https://hub.example/mcp/.", apiURL, false},                     // "/mcp/." is "/mcp/"
+			{"https://hub.example/mc%2570", apiURL, false},                   // "%25" is "%", kept escaped
+			{"http://hub.example/mcp", apiURL, false},                        // another scheme
+			{"https://hub.example:8443/mcp", apiURL, false},                  // another port
+		} {
+			before, spent := lastSeq(t, h), dpopSpent(t, h)
+			proof := key.Proof("POST", tc.htu, string(cred), now)
+			proof.URL = tc.request
+			_, err := h.sb.Prove(ctx, cred, proof)
+			if tc.same {
+				require.NoError(t, err, "htu %s for a request to %s", tc.htu, tc.request)
+				assert.Equal(t, spent+1, dpopSpent(t, h))
+				continue
+			}
+			require.ErrorIs(t, err, sb.ErrInvalidDPoPProof, "htu %s for a request to %s", tc.htu, tc.request)
+			require.ErrorContains(t, err, "another URL (htu)")
+			assert.Equal(t, before, lastSeq(t, h))
+			assert.Equal(t, spent, dpopSpent(t, h), "a refused proof is not spent")
+		}
+	})
+}
+
 // Each way a proof can be wrong is refused with its own words, and a
 // refused proof is not spent: nothing is recorded.
 func TestProofRefusals(t *testing.T) {
