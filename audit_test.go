@@ -607,3 +607,40 @@ func TestVerifyAuditProgress(t *testing.T) {
 		require.NotErrorIs(t, err, sb.ErrAuditBroken)
 	})
 }
+
+// Each Switchboard builds new leaves on the frontier it committed itself
+// (frontCache) and reads the rest from the store: two Switchboards
+// appending in turn to one store — runs of 1 to 7 events each, so each
+// meets frontiers the other made — keep one tree that VerifyAudit rebuilds
+// from the records, and that a checkpoint and proofs from either agree on.
+func TestTwoSwitchboardsKeepOneTree(t *testing.T) {
+	eachBackend(t, func(t *testing.T, h *harness) {
+		skey, _, err := sb.NewLogKey("audit.example/log")
+		require.NoError(t, err)
+		h.withConfig(t, nil, func(c *sb.Config) { c.LogKey = skey })
+		other, err := sb.New(h.st, &sb.Config{Clock: h.clock, Issuers: []sb.Issuer{h.iss.Config()}, LogKey: skey})
+		require.NoError(t, err)
+		defer other.Close()
+		_, cred := h.friend(h.alice, h.bob, "alice-bot", "bob-desk", inboxCreate)
+		sbs := []*sb.Switchboard{h.sb, other}
+		for i := range 60 {
+			for range 1 + i%7 {
+				_, _, err := sbs[i%2].CreateFor(ctx, cred, "inbox", sb.NewTodo{Kind: "k"})
+				require.NoError(t, err)
+			}
+		}
+		rep, err := h.sb.VerifyAudit(ctx)
+		require.NoError(t, err)
+		for _, s := range sbs {
+			cp, err := s.Checkpoint(ctx)
+			require.NoError(t, err)
+			require.Equal(t, rep.Root, cp.Root)
+			for _, seq := range []uint64{1, rep.Last / 2, rep.Last} {
+				p, err := s.ProveEvent(ctx, seq, cp.Size)
+				require.NoError(t, err)
+				_, err = sb.VerifyInclusion(cp, p)
+				require.NoError(t, err)
+			}
+		}
+	})
+}

@@ -432,3 +432,23 @@ func TestApprovalsQueueIsHumanOnly(t *testing.T) {
 		require.True(t, errors.Is(err, sb.ErrForbidden), "claim on approvals: %v", err)
 	})
 }
+
+// Authentication reads grants from a cache shared by every call; what a
+// caller is handed is its own. Changing the scope Authenticate returned
+// widens nothing: the next calls still see the grant as approved.
+func TestAGrantHandedOutIsTheCallersOwn(t *testing.T) {
+	eachBackend(t, func(t *testing.T, h *harness) {
+		_, cred := h.friend(h.alice, h.bob, "alice-bot", "bob-desk", inboxCreate)
+		for range 2 {
+			g, err := h.sb.Authenticate(ctx, cred)
+			require.NoError(t, err)
+			require.Equal(t, inboxCreate, g.Scope)
+			g.Scope[0].Verbs[0] = sb.VerbClaim
+			g.Scope[0].Queue = "other"
+		}
+		_, _, err := h.sb.Claim(ctx, cred, "inbox", nil)
+		require.ErrorIs(t, err, sb.ErrForbidden)
+		_, _, err = h.sb.CreateFor(ctx, cred, "inbox", sb.NewTodo{Kind: "k"})
+		require.NoError(t, err)
+	})
+}

@@ -140,7 +140,9 @@ func (t *txn) mint(g Grant, holder Human, withCredential bool) (Grant, Credentia
 
 // authenticate resolves what a call presents to its live grant: the one
 // place every agent-facing call checks a credential. A grant bound to a
-// key accepts only a Proven by that key (see Prove).
+// key accepts only a Proven by that key (see Prove). The grant returned is
+// the hot cache's own (viewHot): read it, never change it, and clone what
+// a caller is handed.
 func (t *txn) authenticate(a Auth) (*grantRec, error) {
 	if a == nil {
 		return nil, fmt.Errorf("%w: no credential", ErrUnauthenticated)
@@ -174,7 +176,7 @@ func (t *txn) grantOf(c Credential) (*grantRec, error) {
 	if id == "" {
 		return nil, fmt.Errorf("%w: unknown or revoked credential", ErrUnauthenticated)
 	}
-	g, err := getHot[grantRec](t, tGrants, id, "grant")
+	g, err := viewHot[grantRec](t, tGrants, id, "grant") // read only: see authenticate
 	if err != nil {
 		return nil, err
 	}
@@ -228,6 +230,7 @@ func (s *Switchboard) Authenticate(ctx context.Context, c Auth) (Grant, error) {
 			return err
 		}
 		g = r.Grant
+		g.Scope = g.Scope.clone() // the caller's own: r is shared (authenticate)
 		return nil
 	})
 	if err != nil {

@@ -105,26 +105,30 @@ func (s *Switchboard) claim(ctx context.Context, c Auth, queue string, n int, op
 		if known {
 			woken = s.wake.wait(qk)
 		}
-		var got []Claimed
-		var seen string
-		var held heldRow
+		var r struct {
+			got  []Claimed
+			seen string
+			held heldRow
+		}
+		rp := &r
 		err := s.updateLocked(ctx, func(t *txn) error {
 			g, qkey, err := s.authorize(t, c, queue, VerbClaim)
 			if err != nil {
 				return err
 			}
-			seen = qkey
-			got, err = s.claimIn(t, g, qkey, n, o.Lease)
-			if err == nil && len(got) == 0 {
-				if held, err = t.heldElsewhere(qkey); err == nil {
+			rp.seen = qkey
+			rp.got, err = s.claimIn(t, g, qkey, n, o.Lease)
+			if err == nil && len(rp.got) == 0 {
+				if rp.held, err = t.heldElsewhere(qkey); err == nil {
 					err = ErrQueueEmpty
-					if held.key != nil {
+					if rp.held.key != nil {
 						err = errHeld
 					}
 				}
 			}
 			return err
 		})
+		got, seen, held := r.got, r.seen, r.held
 		if errors.Is(err, errHeld) {
 			// Nothing was free, but other transactions hold work of
 			// the queue: it is not empty until they let go.
@@ -215,11 +219,14 @@ func (s *Switchboard) claimOne(t *txn, g *grantRec, e readyEntry, d time.Duratio
 		// A todo whose creating grant was revoked is cancelled, not
 		// claimed: Revoke cancels such todos after it commits
 		// (cancelQueued), and none may be claimed meanwhile.
-		og, err := getHot[grantRec](t, tGrants, r.Origin.Grant, "grant")
+		state := GrantActive // the claimer's own grant: authenticated live in this transaction
+		if r.Origin.Grant != g.ID {
+			state, err = t.grantState(r.Origin.Grant)
+		}
 		if err != nil && !isNotFound(err) {
 			return Claimed{}, false, err
 		}
-		if err != nil || og.State != GrantActive {
+		if err != nil || state != GrantActive {
 			return Claimed{}, false, t.endTodo(r, TodoCancelled, AttemptRevoked, systemActor, "grant revoked")
 		}
 	}
@@ -286,9 +293,12 @@ func (t *txn) firstReady(qkey string, n int, first bool) (_ []readyEntry, exhaus
 	var out []readyEntry
 	read := 0
 	prefix := idxKey(idxReady, qkey, "")
-	err := t.scanLocked(tIdx, []byte(prefix), prefixEnd(prefix), limit, func(k, v []byte) bool {
+	locked := t.locker != nil
+	err := t.scanBounded(tIdx, []byte(prefix), prefixEnd(prefix), limit, func(k, v []byte) bool {
 		read++
-		if !t.passed[string(k)] {
+		if !locked {
+			out = append(out, readyEntry{id: string(v)}) // key: only pass (row-locked) reads it
+		} else if !t.passed[string(k)] {
 			out = append(out, readyEntry{key: string(k), id: string(v)})
 		}
 		return read < limit
@@ -394,10 +404,11 @@ func (t *txn) recoverLeases(qkey string) error {
 	var keys []string
 	prefix := idxKey(idxLease, qkey, "")
 	end := prefix + timeKey(t.now.Add(time.Nanosecond))
-	if !t.anyIn(tIdx, []byte(prefix), []byte(end)) {
+	pb, eb := []byte(prefix), []byte(end)
+	if !t.anyIn(tIdx, pb, eb) {
 		return nil
 	}
-	err := t.scanLocked(tIdx, []byte(prefix), []byte(end), 0, func(k, _ []byte) bool {
+	err := t.scanLocked(tIdx, pb, eb, 0, func(k, _ []byte) bool {
 		keys = append(keys, string(k))
 		return true
 	})
@@ -467,6 +478,13 @@ func (s *Switchboard) leased(t *txn, c Auth, l Lease, v Verb) (*grantRec, *todoR
 // Complete finishes a leased todo with an optional result. The lease must be
 // the todo's current one, else ErrLeaseLost and nothing changes.
 func (s *Switchboard) Complete(ctx context.Context, c Auth, l Lease, result []byte) (err error) {
+	if s.cfg.Observer == nil {
+		// Nothing observes: no Result to fill (it would escape).
+		if _, err := s.complete(ctx, c, l, result, 0, 0, nil); err != nil {
+			return fmt.Errorf("switchboard: complete: %w", err)
+		}
+		return nil
+	}
 	ctx, ob := s.observe(ctx, Operation{Verb: VerbComplete, Todo: l.TodoID})
 	res := Result{Todo: l.TodoID}
 	defer func() { res.Err = err; ob.End(res) }()
@@ -514,14 +532,19 @@ func (s *Switchboard) complete(ctx context.Context, c Auth, l Lease, result []by
 	if err := s.checkLease(lease); err != nil {
 		return nil, err
 	}
-	var next []Claimed
 	update := s.update
 	if n > 0 {
 		update = s.updateLocked // it claims: see claimIn
 	}
-	var held heldRow
+	var st struct {
+		next  []Claimed
+		held  heldRow
+		queue string
+		dur   time.Duration
+	}
+	sp := &st
 	err := update(ctx, func(t *txn) error {
-		next, held = nil, heldRow{}
+		sp.next, sp.held = nil, heldRow{}
 		g, r, err := s.leased(t, c, l, VerbComplete)
 		if err != nil {
 			return err
@@ -529,18 +552,22 @@ func (s *Switchboard) complete(ctx context.Context, c Auth, l Lease, result []by
 		if n > 0 && !g.Scope.Allows(r.Queue, VerbClaim) {
 			return fmt.Errorf("%w: grant does not allow %s on this queue", ErrForbidden, VerbClaim)
 		}
-		res.Queue, res.Held = r.Queue, heldFor(t, r)
+		sp.queue, sp.dur = r.Queue, heldFor(t, r)
 		r.Result = result
 		if err := t.endTodo(r, TodoDone, AttemptCompleted, agentActor(g.Holder), ""); err != nil {
 			return err
 		}
 		if n > 0 {
-			if next, err = s.claimIn(t, g, r.QueueKey, n, lease); err == nil && len(next) == 0 {
-				held, err = t.heldElsewhere(r.QueueKey)
+			if sp.next, err = s.claimIn(t, g, r.QueueKey, n, lease); err == nil && len(sp.next) == 0 {
+				sp.held, err = t.heldElsewhere(r.QueueKey)
 			}
 		}
 		return err
 	})
+	if res != nil {
+		res.Queue, res.Held = st.queue, st.dur
+	}
+	next, held := st.next, st.held
 	if err != nil || held.key == nil {
 		return next, err
 	}
@@ -548,7 +575,7 @@ func (s *Switchboard) complete(ctx context.Context, c Auth, l Lease, result []by
 	// transactions, so it is not empty yet: claim as Claim does, which
 	// waits for them. What that claim meets (the queue empty after all,
 	// the grant revoked since) is no failure of the completion.
-	if next, err = s.claim(ctx, c, res.Queue, n, &ClaimOptions{Lease: lease}); err != nil {
+	if next, err = s.claim(ctx, c, st.queue, n, &ClaimOptions{Lease: lease}); err != nil {
 		return nil, nil
 	}
 	return next, nil

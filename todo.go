@@ -154,20 +154,24 @@ type NewTodo struct {
 func (s *Switchboard) CreateFor(ctx context.Context, c Auth, queue string, n NewTodo) (todo Todo, created bool, err error) {
 	ctx, ob := s.observe(ctx, Operation{Verb: VerbCreateFor, Queue: queue})
 	defer func() { ob.End(Result{Todo: todo.ID, Err: err, Existing: err == nil && !created}) }()
-	if n.Trace.IsZero() && s.cfg.Observer != nil {
-		n.Trace = s.cfg.Observer.Trace(ctx)
-	}
 	if err := s.validateNewTodo(n); err != nil {
 		return Todo{}, false, fmt.Errorf("switchboard: create_for: %w", err)
 	}
+	trace := n.Trace
+	if trace.IsZero() && s.cfg.Observer != nil {
+		trace = s.cfg.Observer.Trace(ctx)
+	}
+	// The closure captures these small locals by value: NewTodo itself is
+	// over 128 bytes, so capturing n would move it to the heap.
+	kind, title, payloadIn, priority, dedup, notBefore, maxAtt := n.Kind, n.Title, n.Payload, n.Priority, n.DedupKey, n.NotBefore, n.MaxAttempts
 	err = s.update(ctx, func(t *txn) error {
 		g, qkey, err := s.authorize(t, c, queue, VerbCreateFor)
 		if err != nil {
 			return err
 		}
 		dk := ""
-		if n.DedupKey != "" {
-			dk = g.ID + sep + n.DedupKey
+		if dedup != "" {
+			dk = g.ID + sep + dedup
 			id, err := t.lookup(tDedup, dk)
 			if err != nil {
 				return err
@@ -183,11 +187,11 @@ func (s *Switchboard) CreateFor(ctx context.Context, c Auth, queue string, n New
 				}
 			}
 		}
-		avail := n.NotBefore.UTC()
+		avail := notBefore.UTC()
 		if avail.Before(t.now) {
 			avail = t.now
 		}
-		maxAttempts := n.MaxAttempts
+		maxAttempts := maxAtt
 		if maxAttempts == 0 {
 			maxAttempts = s.cfg.MaxAttempts
 		}
@@ -200,12 +204,12 @@ func (s *Switchboard) CreateFor(ctx context.Context, c Auth, queue string, n New
 			human = r.Requester
 		}
 		var payload []byte // an empty payload is stored, and returned, as none
-		if len(n.Payload) > 0 {
-			payload = n.Payload
+		if len(payloadIn) > 0 {
+			payload = payloadIn
 		}
 		rec, err := t.insertTodo(todoRec{Todo: Todo{
-			Queue: queue, Kind: n.Kind, Title: n.Title, Payload: payload,
-			Priority: n.Priority, DedupKey: n.DedupKey, MaxAttempts: maxAttempts, AvailableAt: avail, Trace: n.Trace,
+			Queue: queue, Kind: kind, Title: title, Payload: payload,
+			Priority: priority, DedupKey: dedup, MaxAttempts: maxAttempts, AvailableAt: avail, Trace: trace,
 			Origin: Origin{Agent: g.Holder, Grant: g.ID, Edge: g.EdgeID, Human: human},
 		}, QueueKey: qkey}, agentActor(g.Holder), true)
 		if err != nil {
@@ -329,13 +333,14 @@ const maxPromote = 1000
 func (t *txn) promote(qkey string) error {
 	prefix := idxKey(idxDelayed, qkey, "")
 	end := prefix + timeKey(t.now.Add(time.Nanosecond))
-	if !t.anyIn(tIdx, []byte(prefix), []byte(end)) {
+	pb, eb := []byte(prefix), []byte(end)
+	if !t.anyIn(tIdx, pb, eb) {
 		return nil
 	}
 	var due []readyEntry
-	err := t.scanLocked(tIdx, []byte(prefix), []byte(end), maxPromote, func(k, v []byte) bool {
+	err := t.scanBounded(tIdx, pb, eb, maxPromote, func(k, v []byte) bool {
 		due = append(due, readyEntry{key: string(k), id: string(v)})
-		return true
+		return len(due) < maxPromote
 	})
 	if err != nil {
 		return err
@@ -407,11 +412,17 @@ func (t *txn) endTodo(r *todoRec, state TodoState, how Outcome, actor, reason st
 	if err := t.putRaw(tIdx, endedKey(r), ""); err != nil {
 		return err
 	}
-	typ := map[TodoState]EventType{TodoDone: EventTodoCompleted, TodoCancelled: EventTodoCancelled, TodoDead: EventTodoDead}[state]
+	typ, hook := EventTodoCompleted, WebhookTodoCompleted
+	switch state {
+	case TodoCancelled:
+		typ, hook = EventTodoCancelled, WebhookTodoCancelled
+	case TodoDead:
+		typ, hook = EventTodoDead, WebhookTodoDead
+	}
 	if err := t.emit(Event{Type: typ, Actor: actor, Persona: r.Origin.Agent, Grant: r.Origin.Grant, Todo: r.ID, Queue: r.address(), Detail: reason}); err != nil {
 		return err
 	}
-	return t.notifyWebhooks(r, map[TodoState]string{TodoDone: WebhookTodoCompleted, TodoCancelled: WebhookTodoCancelled, TodoDead: WebhookTodoDead}[state])
+	return t.notifyWebhooks(r, hook)
 }
 
 // unindex removes r from the ready, delayed or lease index its state puts

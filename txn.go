@@ -177,11 +177,23 @@ func (t *txn) scanLocked(table string, start, end []byte, limit int, fn func(k, 
 	if t.locker != nil {
 		return t.locker.ScanLocked(table, start, end, limit, fn)
 	}
+	if limit <= 0 {
+		return t.tx.Scan(table, start, end, fn)
+	}
 	n := 0
 	return t.tx.Scan(table, start, end, func(k, v []byte) bool {
 		n++
 		return fn(k, v) && (limit <= 0 || n < limit)
 	})
+}
+
+// scanBounded is scanLocked for an fn that itself stops after limit rows:
+// without row locks it is a plain Scan, with no wrapper.
+func (t *txn) scanBounded(table string, start, end []byte, limit int, fn func(k, v []byte) bool) error {
+	if t.locker != nil {
+		return t.locker.ScanLocked(table, start, end, limit, fn)
+	}
+	return t.tx.Scan(table, start, end, fn)
 }
 
 // anyIn reports whether [start, end) of table may hold a row, from a plain
@@ -246,7 +258,7 @@ func decodeRecord(b []byte, v any) error {
 // store: a record another process rewrote has other bytes and misses.
 type hotCache struct {
 	mu sync.Mutex
-	m  map[string]map[string]any // table → stored bytes → decoded record
+	m  map[string]map[string]any // table → stored bytes → decoded record (a *T, never changed)
 	n  int                       // entries in m
 }
 
@@ -262,6 +274,20 @@ type hotRecord[T any] interface{ clone() T }
 // decoded record, from the cache when the stored bytes are ones it decoded
 // before.
 func getHot[T hotRecord[T]](t *txn, table, key, what string) (*T, error) {
+	v, err := viewHot[T](t, table, key, what)
+	if err != nil {
+		return nil, err
+	}
+	c := (*v).clone()
+	return &c, nil
+}
+
+// viewHot is getHot for a caller that only reads the record: with a hot
+// cache it returns the cached decoded record itself, shared with every
+// other reader, which nobody may change (nor hand out: a record given to
+// a user is a clone). Authentication, on every agent call, reads grants
+// this way.
+func viewHot[T hotRecord[T]](t *txn, table, key, what string) (*T, error) {
 	b, err := t.tx.Get(table, []byte(key))
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, notFound(what)
@@ -271,15 +297,14 @@ func getHot[T hotRecord[T]](t *txn, table, key, what string) (*T, error) {
 	}
 	if t.hot != nil {
 		t.hot.mu.Lock()
-		v, ok := t.hot.m[table][string(b)].(T) // looked up without copying b
+		v, ok := t.hot.m[table][string(b)].(*T) // looked up without copying b
 		t.hot.mu.Unlock()
 		if ok {
-			c := v.clone()
-			return &c, nil
+			return v, nil
 		}
 	}
-	var v T
-	if err := decodeRecord(b, &v); err != nil {
+	v := new(T)
+	if err := decodeRecord(b, v); err != nil {
 		return nil, fmt.Errorf("decode %s %q: %w", table, key, err)
 	}
 	if t.hot != nil {
@@ -295,10 +320,10 @@ func getHot[T hotRecord[T]](t *txn, table, key, what string) (*T, error) {
 		if _, ok := m[string(b)]; !ok {
 			t.hot.n++
 		}
-		m[string(b)] = v.clone()
+		m[string(b)] = v
 		t.hot.mu.Unlock()
 	}
-	return &v, nil
+	return v, nil
 }
 
 func (t *txn) put(table string, key string, v any) error {
@@ -527,4 +552,14 @@ func (s *seqSource) peek() (*seqEntry, error) {
 		return nil, nil
 	}
 	return &s.buf[0], nil
+}
+
+// grantState is the State of grant id (all a claim reads of a todo's
+// creating grant), without a copy.
+func (t *txn) grantState(id string) (GrantState, error) {
+	g, err := viewHot[grantRec](t, tGrants, id, "grant")
+	if err != nil {
+		return "", err
+	}
+	return g.State, nil
 }

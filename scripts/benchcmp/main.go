@@ -53,6 +53,7 @@ func main() {
 	flag.StringVar(&o.d, "d", "2s", "examples/bench -d of each -figures run")
 	flag.StringVar(&o.extra, "args", "", "more examples/bench flags, space-separated (say \"-big 100000\")")
 	flag.StringVar(&o.out, "out", "", "directory for the builds and samples (default: a new temporary one, kept)")
+	flag.BoolVar(&o.newHarness, "new-harness", false, "with -figures: build both sides with NEW's examples/bench (figures an older bench lacks, same code measuring both)")
 	flag.Usage = func() {
 		fmt.Fprintln(flag.CommandLine.Output(), "usage: go run ./scripts/benchcmp (-bench REGEXP | -figures GROUP) [flags] OLD [NEW]")
 		flag.PrintDefaults()
@@ -76,6 +77,7 @@ type options struct {
 	bench, pkg, benchtime  string
 	figures, d, extra, out string
 	old, new               string
+	newHarness             bool
 	benchstatCmd           []string // the table's command; nil: benchstat at its pinned version
 	repo                   string   // the git repository; "" is the current directory's
 	progress               io.Writer
@@ -101,10 +103,21 @@ func run(o options, w io.Writer) error {
 		}
 	}
 	sides := []*side{{label: "old", rev: o.old}, {label: "new", rev: o.new}}
-	for _, s := range sides {
-		if err := s.checkout(root, o.out); err != nil {
+	for i, s := range sides {
+		suffix := ""
+		if i == 0 && o.newHarness && o.figures != "" {
+			suffix = "-new-harness" // not to be reused by a run without it
+		}
+		if err := s.checkout(root, o.out, suffix); err != nil {
 			return err
 		}
+	}
+	if o.newHarness && o.figures != "" {
+		if err := sides[0].useHarness(sides[1].src); err != nil {
+			return err
+		}
+	}
+	for _, s := range sides {
 		fmt.Fprintf(o.progress, "building %s (%s)…\n", s.label, s.rev)
 		if err := s.build(o); err != nil {
 			return err
@@ -161,7 +174,7 @@ func git(dir string, args ...string) (string, error) {
 
 // checkout makes s.src: the working tree itself for ".", else the
 // revision's tree exported by git archive (the repository is not touched).
-func (s *side) checkout(root, out string) error {
+func (s *side) checkout(root, out, suffix string) error {
 	if s.rev == "." {
 		s.src = root
 		return nil
@@ -170,7 +183,7 @@ func (s *side) checkout(root, out string) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", s.label, err)
 	}
-	s.src = filepath.Join(out, s.label+"-"+commit[:12])
+	s.src = filepath.Join(out, s.label+"-"+commit[:12]+suffix)
 	if _, err := os.Stat(s.src); err == nil {
 		return nil // exported by an earlier run into this -out
 	}
@@ -201,6 +214,19 @@ func (s *side) checkout(root, out string) error {
 		return fmt.Errorf("untar %s: %w: %s", commit, err, stderr.String())
 	}
 	return os.Rename(tmp, s.src)
+}
+
+// useHarness puts the examples/bench of src in s's tree (an exported
+// copy, never the working tree), so both sides run the same measuring code.
+func (s *side) useHarness(src string) error {
+	if s.rev == "." {
+		return fmt.Errorf("-new-harness: OLD is the working tree; name a revision")
+	}
+	b, err := os.ReadFile(filepath.Join(src, "examples", "bench", "main.go"))
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(s.src, "examples", "bench", "main.go"), b, 0o644)
 }
 
 func (s *side) build(o options) error {

@@ -53,6 +53,9 @@ func main() {
 	gitDo("commit", "-q", "-m", "one")
 	first = gitDo("rev-parse", "HEAD")
 	write("sum.go", "package fixture\n\n// Sum adds xs, twice over.\nfunc Sum(xs []int) (n int) {\n\tfor range 2 {\n\t\tfor _, x := range xs {\n\t\t\tn += x\n\t\t}\n\t}\n\treturn n / 2\n}\n")
+	bench, err := os.ReadFile(filepath.Join(dir, "examples/bench/main.go"))
+	require.NoError(t, err)
+	write("examples/bench/main.go", strings.Replace(string(bench), "\n}\n", "\n\tfmt.Println(\"| allocations per lifecycle todo | 480 allocs |  |  |  |\")\n}\n", 1))
 	gitDo("commit", "-q", "-am", "two")
 	return dir, first
 }
@@ -93,6 +96,15 @@ func TestCompareFigures(t *testing.T) {
 	require.Contains(t, text, "Benchmarklifecycle_16_workers")
 	require.Contains(t, text, "todos/s")
 	require.Contains(t, text, "x-baseline")
+
+	// -new-harness: the old commit built with the new bench, which has a
+	// row the old one lacks.
+	out := t.TempDir()
+	require.NoError(t, run(options{n: 1, figures: "lifecycle", d: "1s", old: first, new: "HEAD", newHarness: true, repo: dir, out: out, progress: &progress}, &w))
+	old, err := os.ReadFile(filepath.Join(out, "old.txt"))
+	require.NoError(t, err)
+	require.Contains(t, string(old), "Benchmarkallocations_per_lifecycle_todo 1 480 allocs")
+	require.Error(t, run(options{n: 1, figures: "lifecycle", d: "1s", old: ".", new: "HEAD", newHarness: true, repo: dir, out: t.TempDir(), progress: &progress}, &w), "the working tree is never written over")
 }
 
 func TestFigureLines(t *testing.T) {

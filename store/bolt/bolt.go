@@ -358,6 +358,11 @@ func (s *Store) write(_ context.Context, fn func(store.Tx) error) error {
 	return nil
 }
 
+// checkpointHold, when a test sets it, is a channel each checkpoint waits
+// on before it applies anything: the writes meanwhile read through its
+// tree (frozen). Nil outside tests.
+var checkpointHold chan struct{}
+
 // frozen is the tree of the running checkpoint, or nil.
 func (s *Store) frozen() *tree {
 	if s.ck == nil {
@@ -380,8 +385,12 @@ func (s *Store) startCheckpoint(lsn uint64) {
 	s.ck, s.sinceBytes, s.sinceDels = ck, 0, 0
 	s.mem = newTree()
 	s.publish(layers{mem: s.mem.Clone(), frozen: ck.m})
+	hold := checkpointHold
 	go func() {
 		defer close(ck.done)
+		if hold != nil {
+			<-hold // a test keeping the checkpoint running
+		}
 		ck.err = s.db.Update(func(btx *bbolt.Tx) error {
 			if err := applyTree(btx, ck.m); err != nil {
 				return err

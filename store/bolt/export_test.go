@@ -12,3 +12,12 @@ func SetSnapshotBudget(d time.Duration) time.Duration {
 
 // MetaSpan is metaSpan, for tests.
 var MetaSpan = metaSpan
+
+// HoldCheckpoints makes the checkpoints started from now on wait until
+// release is called; the writes meanwhile read through the running
+// checkpoint's tree.
+func HoldCheckpoints() (release func()) {
+	ch := make(chan struct{})
+	checkpointHold = ch
+	return func() { checkpointHold = nil; close(ch) }
+}

@@ -55,6 +55,29 @@ type tx struct {
 	mem    *tree
 	frozen *tree // nil when no checkpoint is running
 	log    *pending
+	// buckets are the bbolt buckets this transaction opened, by table
+	// (bbolt allocates a bucket on every Tx.Bucket of a read transaction).
+	buckets [6]openBucket
+}
+
+type openBucket struct {
+	table string
+	b     *bbolt.Bucket // nil: the file has no such table
+}
+
+// bucket is t.btx.Bucket(table), opened once per transaction for the
+// first few tables it reads.
+func (t *tx) bucket(table string) *bbolt.Bucket {
+	for i := range t.buckets {
+		switch o := &t.buckets[i]; {
+		case o.table == table:
+			return o.b
+		case o.table == "":
+			o.table, o.b = table, t.btx.Bucket([]byte(table))
+			return o.b
+		}
+	}
+	return t.btx.Bucket([]byte(table))
 }
 
 // pending is what a write transaction has logged so far.
@@ -87,7 +110,7 @@ func (t *tx) baseGet(table string, key []byte) (v []byte, err error) {
 			err = faulted(r, t.btx.DB().Path(), t.btx.DB().Info().Data, true)
 		}
 	}()
-	b := t.btx.Bucket([]byte(table))
+	b := t.bucket(table)
 	if b == nil {
 		return nil, store.ErrNotFound
 	}
@@ -173,7 +196,7 @@ func (t *tx) Scan(table string, start, end []byte, fn func(k, v []byte) bool) (e
 	}
 	var c *bbolt.Cursor
 	var k, v []byte
-	if b := t.btx.Bucket([]byte(table)); b != nil {
+	if b := t.bucket(table); b != nil {
 		c = b.Cursor()
 		if start == nil {
 			k, v = c.First()

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -373,5 +374,101 @@ func TestLogFilesTakeMode(t *testing.T) {
 		if got := fi.Mode().Perm(); got != 0o640 {
 			t.Fatalf("%s: mode %o, want 640", p, got)
 		}
+	}
+}
+
+// A delete hides a key whichever layer holds it — the tree of writes not
+// yet checkpointed, the running checkpoint's tree, the bbolt file: across
+// checkpoints starting and settling at every point (a tiny
+// CheckpointBytes), and while one is held running, a key deleted stays
+// deleted and one put stays put — read by Get, by Scan, from a crash copy
+// (the log replayed) and after a reopen.
+func TestDeletesAcrossCheckpoints(t *testing.T) {
+	for _, cpBytes := range []int{1, 200, 3000, 1 << 20} {
+		t.Run(fmt.Sprint(cpBytes), func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "sb.db")
+			s, err := Open(path, &Options{CheckpointBytes: cpBytes, LogSegmentSize: 4 << 20}) // no rotation, which would wait for the held checkpoint
+			if err != nil {
+				t.Fatal(err)
+			}
+			rng := rand.New(rand.NewPCG(uint64(cpBytes), 7))
+			model := map[string]string{}
+			check := func(s *Store) {
+				t.Helper()
+				err := s.View(bg, func(tx store.Tx) error {
+					seen := map[string]string{}
+					if err := tx.Scan("t", nil, nil, func(k, v []byte) bool { seen[string(k)] = string(v); return true }); err != nil {
+						return err
+					}
+					if !maps.Equal(seen, model) {
+						return fmt.Errorf("scan: %d keys, the model %d", len(seen), len(model))
+					}
+					for i := range 64 {
+						k := fmt.Sprintf("k%02d", i)
+						v, err := tx.Get("t", []byte(k))
+						if want, ok := model[k]; ok != (err == nil) || (ok && string(v) != want) {
+							return fmt.Errorf("get %s: %q, %v; the model %q, %v", k, v, err, want, ok)
+						}
+					}
+					return nil
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			var release func()
+			for i := range 1500 {
+				// From the 500th write to the 1000th, checkpoints wait:
+				// the one running meanwhile holds writes the deletes
+				// must hide (a tree between the log's and the file).
+				switch i {
+				case 500:
+					release = HoldCheckpoints()
+				case 1000:
+					release()
+				}
+				put(t, s, func(tx store.Tx) error {
+					for range 1 + rng.IntN(4) {
+						k := fmt.Sprintf("k%02d", rng.IntN(64))
+						if rng.IntN(2) == 0 {
+							v := fmt.Sprint(i)
+							model[k] = v
+							if err := tx.Put("t", []byte(k), []byte(v)); err != nil {
+								return err
+							}
+						} else {
+							delete(model, k)
+							if err := tx.Delete("t", []byte(k)); err != nil {
+								return err
+							}
+						}
+					}
+					return nil
+				})
+				if i%7 == 0 {
+					check(s)
+				}
+			}
+			check(s)
+			// A crash copy (the log not yet checkpointed replays on
+			// open), then the store closed and reopened.
+			c, err := Open(crashCopy(t, s), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			check(c)
+			if err := c.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			s, err = Open(path, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			check(s)
+		})
 	}
 }

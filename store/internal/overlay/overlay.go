@@ -22,14 +22,11 @@ type Tx struct {
 	// appends are the values passed to Append, in order.
 	appends []appended
 	// inserted are the keys last written by Insert.
-	inserted map[tableKey]bool
+	inserted map[string]map[string]bool // table → key: per table, so a write to a table without inserts hashes no key
 	// later is how many functions of its batch run after this overlay's
 	// (store.Grouped).
 	later int
 }
-
-// tableKey names a row: its table and key.
-type tableKey struct{ table, key string }
 
 type appended struct {
 	table string
@@ -65,7 +62,9 @@ func (t *Tx) Get(table string, key []byte) ([]byte, error) {
 }
 
 func (t *Tx) set(table string, key, v []byte) {
-	delete(t.inserted, tableKey{table, string(key)})
+	if m := t.inserted[table]; m != nil {
+		delete(m, string(key))
+	}
 	w := t.writes[table]
 	if w == nil {
 		w = map[string][]byte{}
@@ -97,9 +96,14 @@ func (t *Tx) Insert(table string, key, value []byte) error {
 		return err
 	}
 	if t.inserted == nil {
-		t.inserted = map[tableKey]bool{}
+		t.inserted = map[string]map[string]bool{}
 	}
-	t.inserted[tableKey{table, string(key)}] = true
+	m := t.inserted[table]
+	if m == nil {
+		m = map[string]bool{}
+		t.inserted[table] = m
+	}
+	m[string(key)] = true
 	return nil
 }
 
@@ -353,6 +357,7 @@ func (t *Tx) Apply(dst store.Tx) error {
 	slices.Sort(tables)
 	for _, name := range tables {
 		w := t.writes[name]
+		ins := t.inserted[name]
 		keys := make([]string, 0, len(w))
 		for k := range w {
 			keys = append(keys, k)
@@ -363,7 +368,7 @@ func (t *Tx) Apply(dst store.Tx) error {
 			switch v := w[k]; {
 			case v == nil:
 				err = dst.Delete(name, []byte(k))
-			case t.inserted[tableKey{name, k}]:
+			case ins[k]:
 				err = insert(name, []byte(k), v)
 			default:
 				err = put(name, []byte(k), v)
