@@ -5,11 +5,13 @@ package switchboard
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
 
 	"github.com/switchboardhq/switchboard/agentcard"
+	"github.com/switchboardhq/switchboard/store"
 )
 
 // BindingSwitchboard is the protocol binding of the interfaces on a card a
@@ -128,8 +130,25 @@ type personaHead struct {
 
 func (h personaHead) clone() personaHead { return h }
 
-// personaHead reads persona id's head.
+// personaHead reads persona id's head. The binary head decodes in a few
+// string copies, less than the hot cache's lookup costs (it hashes the
+// whole record, card included); an older JSON record goes through the
+// cache.
 func (t *txn) personaHead(id string) (*personaHead, error) {
+	b, err := t.tx.Get(tPersonas, []byte(id))
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, notFound("persona")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", tPersonas, err)
+	}
+	if len(b) > 0 && b[0] == personaFormatV1 {
+		h, _, err := decodePersonaHead(b[1:])
+		if err != nil {
+			return nil, fmt.Errorf("decode %s %q: %w", tPersonas, id, err)
+		}
+		return &h, nil
+	}
 	return getHot[personaHead](t, tPersonas, id, "persona")
 }
 

@@ -19,7 +19,6 @@ import (
 
 	"github.com/coreos/go-oidc/v3/oidc"
 	jose "github.com/go-jose/go-jose/v4"
-	"github.com/gowebpki/jcs"
 )
 
 // Human is a person, identified by an OIDC issuer and the subject that
@@ -394,18 +393,6 @@ func RequestNonce(r FriendRequest) string {
 // RequestNonceInput returns the canonical text RequestNonce hashes (see
 // RequestNonce): for checking another implementation against this one.
 func RequestNonceInput(r FriendRequest) []byte {
-	type entry struct {
-		Queue string   `json:"queue"`
-		Verbs []string `json:"verbs"`
-	}
-	scope := make([]entry, 0, len(r.Scope))
-	for _, e := range r.Scope {
-		verbs := make([]string, 0, len(e.Verbs))
-		for _, v := range e.Verbs {
-			verbs = append(verbs, string(v))
-		}
-		scope = append(scope, entry{validUTF8(e.Queue), verbs})
-	}
 	// A request bound to a key adds its thumbprint (jkt); a request that
 	// is not has no jkt member, so its text is what it always was.
 	var jkt string
@@ -415,23 +402,46 @@ func RequestNonceInput(r FriendRequest) []byte {
 			jkt = "invalid"
 		}
 	}
-	b, err := json.Marshal(struct {
-		V      int     `json:"v"`
-		From   string  `json:"from"`
-		To     string  `json:"to"`
-		Scope  []entry `json:"scope"`
-		Why    string  `json:"why"`
-		Pickup string  `json:"pickup"`
-		JKT    string  `json:"jkt,omitempty"`
-	}{3, validUTF8(r.From), validUTF8(r.To), scope, validUTF8(r.Why), validUTF8(r.Pickup), jkt})
-	if err != nil {
-		panic(err) // strings, slices and an int always encode
+	// The JCS form written directly: members in sorted order (from, jkt,
+	// pickup, scope, to, v, why; queue, verbs), strings as appendJCSString.
+	from, to, why, pickup := validUTF8(r.From), validUTF8(r.To), validUTF8(r.Why), validUTF8(r.Pickup)
+	n := 80 + len(from) + len(to) + len(why) + len(pickup) + len(jkt)
+	for _, e := range r.Scope {
+		n += 24 + len(e.Queue)
+		for _, v := range e.Verbs {
+			n += 3 + len(v)
+		}
 	}
-	canon, err := jcs.Transform(b)
-	if err != nil {
-		panic(err) // json.Marshal's output is JSON
+	b := make([]byte, 0, n)
+	b = append(b, `{"from":`...)
+	b = appendJCSString(b, from)
+	if jkt != "" {
+		b = append(b, `,"jkt":`...)
+		b = appendJCSString(b, jkt)
 	}
-	return canon
+	b = append(b, `,"pickup":`...)
+	b = appendJCSString(b, pickup)
+	b = append(b, `,"scope":[`...)
+	for i, e := range r.Scope {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"queue":`...)
+		b = appendJCSString(b, validUTF8(e.Queue))
+		b = append(b, `,"verbs":[`...)
+		for j, v := range e.Verbs {
+			if j > 0 {
+				b = append(b, ',')
+			}
+			b = appendJCSString(b, validUTF8(string(v)))
+		}
+		b = append(b, "]}"...)
+	}
+	b = append(b, `],"to":`...)
+	b = appendJCSString(b, to)
+	b = append(b, `,"v":3,"why":`...)
+	b = appendJCSString(b, why)
+	return append(b, '}')
 }
 
 // checkReplay refuses a token seen before and remembers this one until it

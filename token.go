@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -99,51 +100,93 @@ func parseIDToken(raw string, maxLen int, algs []jose.SignatureAlgorithm) (*idTo
 // token, numbers canonical. Claims that do not identify the authentication
 // (name, email, anything added) do not change it.
 func replayKey(claims map[string]any) (string, error) {
-	k := map[string]any{}
-	for _, name := range []string{"iss", "sub", "nonce", "jti"} {
+	// The JCS form written directly: members in sorted order (aud, exp,
+	// iat, iss, jti, nonce, sub), strings as appendJCSString, numbers in
+	// their ES6 form.
+	var str [4]string // iss, jti, nonce, sub
+	var has [4]bool
+	for i, name := range [...]string{"iss", "jti", "nonce", "sub"} {
 		if v, ok := claims[name]; ok {
 			s, ok := v.(string)
 			if !ok {
 				return "", fmt.Errorf("claim %s is not a string", name)
 			}
-			k[name] = s
+			str[i], has[i] = validUTF8(s), true
 		}
 	}
-	for _, name := range []string{"iat", "exp"} {
+	var num [2]string // exp, iat
+	for i, name := range [...]string{"exp", "iat"} {
 		if v, ok := claims[name]; ok {
-			if _, ok := v.(json.Number); !ok {
+			n, ok := v.(json.Number)
+			if !ok {
 				return "", fmt.Errorf("claim %s is not a number", name)
 			}
-			k[name] = v
+			f, err := strconv.ParseFloat(string(n), 64)
+			if err != nil {
+				return "", err
+			}
+			if num[i], err = jcs.NumberToJSON(f); err != nil {
+				return "", err
+			}
 		}
 	}
-	switch aud := claims["aud"].(type) {
+	var aud []string
+	audSet, audNull := false, false
+	switch a := claims["aud"].(type) {
 	case nil:
 	case string:
-		k["aud"] = []string{aud}
+		aud, audSet = []string{a}, true
 	case []any:
-		var list []string
-		for _, a := range aud {
-			s, ok := a.(string)
+		for _, x := range a {
+			s, ok := x.(string)
 			if !ok {
 				return "", errors.New("claim aud holds a non-string")
 			}
-			list = append(list, s)
+			aud = append(aud, s)
 		}
-		slices.Sort(list)
-		k["aud"] = slices.Compact(list)
+		slices.Sort(aud)
+		aud, audSet, audNull = slices.Compact(aud), true, len(aud) == 0
 	default:
 		return "", errors.New("claim aud is neither a string nor an array")
 	}
-	b, err := json.Marshal(k)
-	if err != nil {
-		return "", err
+	b := make([]byte, 0, 256)
+	b = append(b, '{')
+	sep := func() {
+		if len(b) > 1 {
+			b = append(b, ',')
+		}
 	}
-	canon, err := jcs.Transform(b)
-	if err != nil {
-		return "", err
+	if audSet {
+		b = append(b, `"aud":`...)
+		if audNull {
+			b = append(b, "null"...)
+		} else {
+			b = append(b, '[')
+			for i, s := range aud {
+				if i > 0 {
+					b = append(b, ',')
+				}
+				b = appendJCSString(b, validUTF8(s))
+			}
+			b = append(b, ']')
+		}
 	}
-	h := sha256.Sum256(canon)
+	for i, name := range [...]string{`"exp":`, `"iat":`} {
+		if num[i] != "" {
+			sep()
+			b = append(b, name...)
+			b = append(b, num[i]...)
+		}
+	}
+	for i, name := range [...]string{`"iss":`, `"jti":`, `"nonce":`, `"sub":`} {
+		if has[i] {
+			sep()
+			b = append(b, name...)
+			b = appendJCSString(b, str[i])
+		}
+	}
+	b = append(b, '}')
+	h := sha256.Sum256(b)
 	return base64.RawURLEncoding.EncodeToString(h[:]), nil
 }
 

@@ -55,10 +55,9 @@ func newTable() *table { return &table{tree: btree.NewG(32, less), byKey: map[st
 
 // set stores v under k and returns what was there.
 func (tb *table) set(k string, v []byte) (old []byte, existed bool) {
-	tb.tree.ReplaceOrInsert(item{k: k, v: v})
-	old, existed = tb.byKey[k]
+	prev, existed := tb.tree.ReplaceOrInsert(item{k: k, v: v})
 	tb.byKey[k] = v
-	return old, existed
+	return prev.v, existed
 }
 
 func (tb *table) remove(k string) {
@@ -110,7 +109,7 @@ func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
 	if s.closed {
 		return store.ErrClosed
 	}
-	t := &tx{s: s, writable: true}
+	t := &tx{s: s, writable: true, undo: make([]undo, 0, 16)}
 	done := false
 	defer func() {
 		if !done { // fn failed or panicked: undo, newest first
