@@ -202,16 +202,19 @@ func (s *side) checkout(root, out, suffix string) error {
 		return err
 	}
 	untar.Stdin = pipe
-	var stderr bytes.Buffer
-	archive.Stderr, untar.Stderr = &stderr, &stderr
+	// One buffer each: the two processes' stderr are copied by two
+	// goroutines, which must not share a bytes.Buffer.
+	var archiveErr, untarErr bytes.Buffer
+	archive.Stderr, untar.Stderr = &archiveErr, &untarErr
 	if err := untar.Start(); err != nil {
 		return err
 	}
 	if err := archive.Run(); err != nil {
-		return fmt.Errorf("git archive %s: %w: %s", commit, err, stderr.String())
+		_ = untar.Wait()
+		return fmt.Errorf("git archive %s: %w: %s", commit, err, archiveErr.String())
 	}
 	if err := untar.Wait(); err != nil {
-		return fmt.Errorf("untar %s: %w: %s", commit, err, stderr.String())
+		return fmt.Errorf("untar %s: %w: %s", commit, err, untarErr.String())
 	}
 	return os.Rename(tmp, s.src)
 }
