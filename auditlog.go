@@ -1004,7 +1004,7 @@ func (s *Switchboard) checkAnchors(t *txn, kept *Checkpoint, leaves bool) (ancho
 func (s *Switchboard) matchTree(t *txn, st *logState, cp Checkpoint, which string, frontier bool) error {
 	seqOf := func(n uint64) uint64 { return st.Offset + n + 1 }
 	if cp.Size > st.Size {
-		return &AuditError{Seq: seqOf(st.Size), Reason: fmt.Sprintf("the log holds %d events, fewer than the %d %s signed: it was cut short", st.Size, cp.Size, which)}
+		return &AuditError{Seq: seqOf(st.Size), Reason: fmt.Sprintf("the log holds %d events, fewer than the %d %s signed: it was cut short (a database restored from a backup, or failed over to a standby that was behind, lost acknowledged writes: see docs/scaling.md, \"When the primary fails\")", st.Size, cp.Size, which)}
 	}
 	if cp.Size < st.Purged {
 		return nil // older than retention: VerifyAudit checks what can be

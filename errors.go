@@ -62,6 +62,14 @@ var (
 	// ErrClosed is the store's closed error, re-exported so callers need not
 	// import package store to match it.
 	ErrClosed = store.ErrClosed
+	// ErrCommitUnknown is the store's unknown-outcome error, re-exported:
+	// the call's context ended, or the connection to the database failed,
+	// while its commit was on the way, so what it wrote may or may not
+	// have landed. Nothing is retried behind the caller's back. Repeat a
+	// CreateFor with the same dedup key to learn which; read the record
+	// again (Get) after a queue verb. Errors carrying it also match the
+	// context's error when that is what ended the call.
+	ErrCommitUnknown = store.ErrCommitUnknown
 )
 
 func invalid(format string, args ...any) error {

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -43,7 +44,10 @@ var ErrFellBehind = errors.New("subscription fell behind the audit log")
 
 // Subscription delivers committed events to a host. Read C until it is
 // closed, then Err says why: nil after Close, the context's error, or an
-// error wrapping ErrFellBehind or ErrClosed.
+// error wrapping ErrFellBehind or ErrClosed. A store that fails to answer
+// (a database failing over) does not end it: it reads again every
+// Config.PollInterval, logging a warning once, and goes on from where it
+// was.
 type Subscription struct {
 	// C delivers the matching events in commit order, each exactly once.
 	C <-chan Event
@@ -122,6 +126,7 @@ func (s *Switchboard) follow(ctx context.Context, sub *Subscription, ch chan<- E
 		sub.mu.Unlock()
 	}
 	cursor := sub.Last()
+	failing := false
 	for {
 		woken := s.commits.wait(commitsKey) // before reading: no commit is missed
 		evs, ok := s.recent.after(cursor, followPage, s.now())
@@ -131,11 +136,30 @@ func (s *Switchboard) follow(ctx context.Context, sub *Subscription, ch chan<- E
 		}
 		if err != nil {
 			if ctx.Err() != nil {
-				err = ctx.Err()
+				end(ctx.Err())
+				return
 			}
-			end(err)
-			return
+			if errors.Is(err, ErrClosed) {
+				end(err)
+				return
+			}
+			// The store failed (a database failing over, a connection
+			// cut): read again after PollInterval, from the same place,
+			// losing nothing. Said once per run of failures.
+			if !failing {
+				s.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "switchboard: a subscription cannot read the audit log; retrying",
+					slog.Uint64("after", cursor), slog.String("error", err.Error()))
+			}
+			failing = true
+			select {
+			case <-ctx.Done():
+				end(ctx.Err())
+				return
+			case <-s.cfg.Clock.After(s.cfg.PollInterval):
+			}
+			continue
 		}
+		failing = false
 		for _, e := range evs {
 			if e.Seq != cursor+1 && !(cursor == 0 && e.Seq > 0 && s.firstEvent(ctx) == e.Seq) {
 				end(fmt.Errorf("switchboard: subscription: %w: events %d to %d are gone; resume after %d", ErrFellBehind, cursor+1, e.Seq-1, e.Seq-1))

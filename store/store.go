@@ -87,6 +87,13 @@ var (
 	ErrClosed = errors.New("store: closed")
 	// ErrReadOnly is returned by Put and Delete inside a View.
 	ErrReadOnly = errors.New("store: write in read-only transaction")
+	// ErrCommitUnknown is wrapped by the error of an Update whose outcome
+	// is unknown: the caller's context ended, or the connection to the
+	// server failed, after its commit was on the way, so it may or may not
+	// have landed. It is never run again as if it had not. A caller that
+	// must know reads the store again (a CreateFor with a dedup key can
+	// simply be repeated).
+	ErrCommitUnknown = errors.New("store: the commit's outcome is unknown: it may or may not have landed")
 )
 
 // Store is an ordered, transactional key-value store. Implementations are

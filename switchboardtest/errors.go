@@ -10,9 +10,11 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -216,6 +218,19 @@ func ErrorCases(t testing.TB) []ErrorCase {
 	_, err = bare.SB.Get(ctx, friend, "todo_x")
 	add("ErrClosed", is(switchboard.ErrClosed), err)
 
+	// A commit whose answer never came: the store commits, then reports
+	// the outcome unknown, as a database connection lost during COMMIT
+	// does (store/postgres's tests make that happen on a real server).
+	lost := &lostAnswers{Store: memory.New()}
+	lsb, err := switchboard.New(lost, &switchboard.Config{Issuers: []switchboard.Issuer{k.Issuer.Config()}})
+	must(err)
+	lost.on.Store(true)
+	_, err = lsb.Publish(ctx, switchboard.Persona{ID: "lost-bot", Owner: k.Human("alice"),
+		Card: switchboard.PersonaCard("lost-bot", "a persona", "1.0.0", "https://switchboardtest.invalid/agents/lost-bot")})
+	add("ErrCommitUnknown", is(switchboard.ErrCommitUnknown), err)
+	must(lsb.Close())
+	must(lost.Close())
+
 	// Witnesses: one that cannot be reached, one that sees a fork, one
 	// told the wrong size.
 	priv, wkey, err := witness.NewKey("errors.example/witness")
@@ -244,4 +259,19 @@ func ErrorCases(t testing.TB) []ErrorCase {
 	_, err = w.AddCheckpoint(ctx, cp.Size, nil, fork.Note) // no proof: it does not extend what was cosigned
 	add("ErrWitnessRefused", is(switchboard.ErrWitnessRefused), err)
 	return out
+}
+
+// lostAnswers is a store whose Updates, once on, commit and then report
+// their outcome unknown: the answer to a COMMIT that was lost.
+type lostAnswers struct {
+	store.Store
+	on atomic.Bool
+}
+
+func (l *lostAnswers) Update(ctx context.Context, fn func(store.Tx) error) error {
+	err := l.Store.Update(ctx, fn)
+	if err == nil && l.on.Load() {
+		return fmt.Errorf("lost: update: %w", store.ErrCommitUnknown)
+	}
+	return err
 }

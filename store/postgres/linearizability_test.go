@@ -53,7 +53,21 @@ type linOutput struct {
 	Empty   bool   `json:"empty,omitempty"`   // claim: nothing claimed
 	Lost    bool   `json:"lost,omitempty"`    // complete: ErrLeaseLost
 	Refused bool   `json:"refused,omitempty"` // create: ErrUnauthenticated (revoked)
-	Unknown bool   `json:"unknown,omitempty"` // the call failed otherwise: it may or may not have happened
+	Unknown bool   `json:"unknown,omitempty"` // ErrCommitUnknown: it may or may not have happened
+	Failed  bool   `json:"failed,omitempty"`  // any other error: it did not happen
+	Err     string `json:"err,omitempty"`     // the error of an unknown or failed call
+}
+
+// failed records err, which no case of the call expected: the store's
+// promise is that only an error wrapping ErrCommitUnknown leaves a call's
+// outcome open — any other means nothing of it was committed.
+func (o *linOutput) failed(err error) {
+	if errors.Is(err, switchboard.ErrCommitUnknown) {
+		o.Unknown = true
+	} else {
+		o.Failed = true
+	}
+	o.Err = err.Error()
 }
 
 type linOp struct {
@@ -64,8 +78,12 @@ type linOp struct {
 	Return int64     `json:"return"`
 }
 
-// runHistory is a child's part: clients goroutines, each making ops calls.
-func runHistory(ctx context.Context, sb *switchboard.Switchboard, friend, worker switchboard.Credential, first, clients, ops int) []linOp {
+// runHistory is a child's part: clients goroutines, each making ops calls,
+// a random pause of up to pace (3ms if zero) before each.
+func runHistory(ctx context.Context, sb *switchboard.Switchboard, friend, worker switchboard.Credential, first, clients, ops int, pace time.Duration) []linOp {
+	if pace <= 0 {
+		pace = 3 * time.Millisecond
+	}
 	var mu sync.Mutex
 	var out []linOp
 	var wg sync.WaitGroup
@@ -76,7 +94,7 @@ func runHistory(ctx context.Context, sb *switchboard.Switchboard, friend, worker
 			var held *switchboard.Lease
 			var heldKey string
 			for range ops {
-				time.Sleep(time.Duration(rng.IntN(3000)) * time.Microsecond) // spread the calls
+				time.Sleep(rand.N(pace)) // spread the calls
 				var op linOp
 				op.Client = client
 				op.Call = time.Now().UnixNano()
@@ -89,7 +107,7 @@ func runHistory(ctx context.Context, sb *switchboard.Switchboard, friend, worker
 					case errors.Is(err, switchboard.ErrLeaseLost):
 						op.Out.Lost = true
 					default:
-						op.Out.Unknown = true
+						op.Out.failed(err)
 					}
 					held = nil
 				case r < 6:
@@ -101,7 +119,7 @@ func runHistory(ctx context.Context, sb *switchboard.Switchboard, friend, worker
 					case errors.Is(err, switchboard.ErrUnauthenticated):
 						op.Out.Refused = true
 					default:
-						op.Out.Unknown = true
+						op.Out.failed(err)
 					}
 				default:
 					op.In = linInput{Op: "claim"}
@@ -113,7 +131,7 @@ func runHistory(ctx context.Context, sb *switchboard.Switchboard, friend, worker
 					case errors.Is(err, switchboard.ErrQueueEmpty):
 						op.Out.Empty = true
 					default:
-						op.Out.Unknown = true
+						op.Out.failed(err)
 					}
 				}
 				op.Return = time.Now().UnixNano()
@@ -190,13 +208,16 @@ func (s linState) revoke() string {
 // legal only at an instant where the model holds none queued; Complete
 // succeeds exactly with the todo's current lease; Revoke cancels the
 // queued todos of the grant. A call whose outcome is unknown may or may
-// not have taken effect.
+// not have taken effect; one that failed otherwise had none.
 var queueModel = porcupine.NondeterministicModel{
 	Init: func() []any { return []any{linState{todos: map[string]string{}}.String()} },
 	Step: func(state, input, output any) []any {
 		s := parseLinState(state)
 		in, out := input.(linInput), output.(linOutput)
 		cur := s.String()
+		if out.Failed {
+			return []any{cur} // the store committed none of it
+		}
 		switch in.Op {
 		case "create":
 			_, exists := s.todos[in.Key]
@@ -317,7 +338,7 @@ func linearizableRound(t *testing.T, round int) {
 	}, time.Minute, time.Millisecond, "the clients create or claim nothing")
 	rev := linOp{Client: 0, In: linInput{Op: "revoke"}, Call: time.Now().UnixNano()}
 	if err := d.sb.Revoke(context.Background(), d.bob, grant.ID); err != nil {
-		rev.Out.Unknown = true
+		rev.Out.failed(err)
 	}
 	rev.Return = time.Now().UnixNano()
 
@@ -333,7 +354,7 @@ func linearizableRound(t *testing.T, round int) {
 	unknown, claimed := 0, 0
 	kinds := map[string]int{}
 	for _, o := range history {
-		kinds[fmt.Sprintf("%s %+v", o.In.Op, linOutput{Created: o.Out.Created, Empty: o.Out.Empty, Lost: o.Out.Lost, Refused: o.Out.Refused, Unknown: o.Out.Unknown})]++
+		kinds[fmt.Sprintf("%s %+v", o.In.Op, linOutput{Created: o.Out.Created, Empty: o.Out.Empty, Lost: o.Out.Lost, Refused: o.Out.Refused, Unknown: o.Out.Unknown, Failed: o.Out.Failed})]++
 		ret := o.Return
 		if o.Out.Unknown {
 			unknown++
@@ -386,6 +407,6 @@ func cutConnections(ctx context.Context, t *testing.T, dsn string) int {
 
 // linHistory serves the child's "history" command.
 func linHistory(ctx context.Context, sb *switchboard.Switchboard, c command) answer {
-	h := runHistory(ctx, sb, switchboard.Credential(c.Cred), switchboard.Credential(c.Worker), c.First, c.Workers, c.N)
+	h := runHistory(ctx, sb, switchboard.Credential(c.Cred), switchboard.Credential(c.Worker), c.First, c.Workers, c.N, c.Pace)
 	return answer{History: h}
 }

@@ -96,6 +96,7 @@ type command struct {
 	Workers  int                         `json:"workers,omitempty"`
 	Request  *switchboard.FriendRequest  `json:"request,omitempty"`
 	Requests []switchboard.FriendRequest `json:"requests,omitempty"` // sent all at once (op "requests")
+	Pace     time.Duration               `json:"pace,omitempty"`     // op "history": the longest pause before a call
 }
 
 type answer struct {
@@ -299,15 +300,33 @@ type deployment struct {
 }
 
 func newDeployment(t *testing.T, quotas switchboard.Quotas, poll time.Duration) *deployment {
-	dsn := testDSN(t)
+	return newDeploymentOn(t, testDSN(t), postgres.Options{}, quotas, poll, nil)
+}
+
+// newDeploymentOnStore is a deployment on the server dsn names, its store
+// opened with opts.
+func newDeploymentOnStore(t *testing.T, dsn string, opts postgres.Options) *deployment {
+	return newDeploymentOn(t, dsn, opts, switchboard.Quotas{}, time.Second, nil)
+}
+
+// newDeploymentOn is newDeployment on the server dsn names, its store
+// opened with opts, the parent's Switchboard configured further by more
+// (if not nil).
+func newDeploymentOn(t *testing.T, dsn string, opts postgres.Options, quotas switchboard.Quotas, poll time.Duration, more func(*switchboard.Config)) *deployment {
 	iss, err := switchboardtest.NewIssuer("multi-process")
 	require.NoError(t, err)
 	t.Cleanup(iss.Close)
 	d := &deployment{t: t, iss: iss, bob: iss.Human("bob"), alice: iss.Human("alice")}
 	d.cfg = childConfig{DSN: dsn, Table: freshTable(t, dsn), Issuer: iss.URL(), ClientID: "multi-process", Quotas: quotas, PollInterval: poll}
-	d.st = open(t, dsn, postgres.Options{Table: d.cfg.Table})
+	opts.Table = d.cfg.Table
+	d.cfg.Options = opts
+	d.st = open(t, dsn, opts)
 	t.Cleanup(func() { _ = d.st.Close() })
-	d.sb, err = switchboard.New(d.st, &switchboard.Config{Issuers: []switchboard.Issuer{iss.Config()}, Quotas: quotas, PollInterval: poll})
+	cfg := &switchboard.Config{Issuers: []switchboard.Issuer{iss.Config()}, Quotas: quotas, PollInterval: poll}
+	if more != nil {
+		more(cfg)
+	}
+	d.sb, err = switchboard.New(d.st, cfg)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = d.sb.Close() }) // before the store's (cleanups run last first)
 	for _, p := range [][2]string{{"alice", "alice-bot"}, {"bob", "bob-desk"}, {"carol", "carol-desk"}, {"dave", "dave-desk"}} {

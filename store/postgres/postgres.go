@@ -79,6 +79,7 @@ import (
 	"math/rand/v2"
 	"regexp"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -121,6 +122,11 @@ type Options struct {
 	// serialization failure or deadlock. Zero means 30; the last error is
 	// returned, wrapped, after that.
 	MaxRetries int
+	// CloseTimeout bounds how long Close waits for the calls in flight
+	// before it ends them: their transactions are cut off (an Update
+	// whose COMMIT was on the way then returns ErrCommitUnknown) and the
+	// connections closed. Zero means 10 seconds.
+	CloseTimeout time.Duration
 	// SerializableClaims runs UpdateLocked's transactions as serializable
 	// ones, their locked reads plain reads — how a plain key-value backend
 	// claims. It exists to measure row-locked claims against that.
@@ -131,12 +137,15 @@ type Options struct {
 // newer version of this package than the running one.
 var ErrNewerSchema = errors.New("postgres: the table was written by a newer version of this store")
 
-// ErrCommitUnknown is wrapped by the error of an Update whose connection
-// failed while its COMMIT was on the way: the server may or may not have
-// committed it, so it is neither retried nor reported as rolled back. A
-// caller that must know reads the store again (a CreateFor with a dedup key
-// can simply be repeated).
-var ErrCommitUnknown = errors.New("postgres: the connection failed during COMMIT; the transaction may or may not have committed")
+// ErrCommitUnknown is wrapped by the error of an Update whose COMMIT was on
+// the way when its connection failed or its context ended (a server whose
+// commits hang — a synchronous standby that is gone — ends there): the
+// server may or may not have committed it, so it is neither retried nor
+// reported as rolled back, and its connection is discarded. A caller that
+// must know reads the store again (a CreateFor with a dedup key can simply
+// be repeated). It is store.ErrCommitUnknown, so errors.Is matches either
+// through the switchboard's errors.
+var ErrCommitUnknown = store.ErrCommitUnknown
 
 // Store is a PostgreSQL-backed store.
 type Store struct {
@@ -156,6 +165,11 @@ type Store struct {
 	channel    string
 	listenStop context.CancelFunc
 	listenDone chan struct{}
+	// life ends when Close has waited CloseTimeout for the calls in
+	// flight: every transaction runs under it as well as its caller's
+	// context.
+	life    context.Context
+	endLife context.CancelFunc
 
 	locked *group.Committer // UpdateLocked's batches
 
@@ -285,6 +299,9 @@ func Open(ctx context.Context, dsn string, opts *Options) (*Store, error) {
 	if o.MaxRetries <= 0 {
 		o.MaxRetries = 30
 	}
+	if o.CloseTimeout <= 0 {
+		o.CloseTimeout = 10 * time.Second
+	}
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: parse DSN: %w", err)
@@ -330,6 +347,7 @@ func Open(ctx context.Context, dsn string, opts *Options) (*Store, error) {
 		sqlNumbers: `SELECT int8send(nextval('` + o.Table + `_numbers'))`,
 	}
 	s.idle = sync.NewCond(&s.callsMu)
+	s.life, s.endLife = context.WithCancel(context.Background())
 	if err := s.migrate(ctx); err != nil {
 		pool.Close()
 		return nil, err
@@ -341,7 +359,7 @@ func Open(ctx context.Context, dsn string, opts *Options) (*Store, error) {
 	// A commit here costs round trips as well as the fsync: a batch can
 	// afford to wait longer for the callers the last one released.
 	gc := group.Config{Name: "postgres", MaxBatch: o.MaxBatch, Stall: 200 * time.Microsecond, Gather: 2 * time.Millisecond,
-		Final: func(err error) bool { return errors.Is(err, ErrCommitUnknown) }}
+		Final: func(err error) bool { return errors.Is(err, ErrCommitUnknown) }, Bounded: true}
 	s.group = group.New(gc, func(ctx context.Context, fn func(store.Tx) error) error {
 		return s.txn(ctx, fn, serializable)
 	})
@@ -391,12 +409,12 @@ func (s *Store) View(ctx context.Context, fn func(store.Tx) error) error {
 		return err
 	}
 	defer s.leave()
-	conn, err := s.pool.Acquire(ctx)
+	run, stop := s.bound(ctx)
+	defer stop()
+	conn, err := s.pool.Acquire(run)
 	if err != nil {
 		return fmt.Errorf("postgres: view: %w", err)
 	}
-	// Once it has started, a transaction is not interrupted by ctx.
-	run := context.WithoutCancel(ctx)
 	// BEGIN travels with the first read, as in Update: one round trip
 	// fewer for every read-only call.
 	rd := &reader{s: s, ctx: run, conn: conn.Conn(), begin: "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", readOnly: true}
@@ -410,8 +428,12 @@ func (s *Store) View(ctx context.Context, fn func(store.Tx) error) error {
 		// ends it. The connection goes back to the pool after it (a
 		// failure closes it; Close waits for it).
 		go func() {
-			if _, err := conn.Exec(run, "ROLLBACK"); err != nil {
-				_ = conn.Conn().Close(run)
+			if !conn.Conn().IsClosed() {
+				end, cancel := context.WithTimeout(s.life, rollbackTimeout)
+				if _, err := conn.Exec(end, "ROLLBACK"); err != nil {
+					_ = conn.Conn().Close(end)
+				}
+				cancel()
 			}
 			conn.Release()
 		}()
@@ -501,10 +523,15 @@ func (s *Store) Close() error {
 		s.callsMu.Unlock()
 		return nil
 	}
+	// Past CloseTimeout the calls still in flight are cut off: a commit
+	// the server does not answer must not hold Close forever.
+	cut := time.AfterFunc(s.opts.CloseTimeout, s.endLife)
 	for s.calls > 0 {
 		s.idle.Wait()
 	}
 	s.callsMu.Unlock()
+	cut.Stop()
+	s.endLife()
 	s.listenStop()
 	<-s.listenDone
 	s.pool.Close()
@@ -520,6 +547,9 @@ func (s *Store) txn(ctx context.Context, fn func(store.Tx) error, iso isolation)
 		if err == nil {
 			s.commits.Add(1)
 			return nil
+		}
+		if s.life.Err() != nil && ctx.Err() == nil {
+			return fmt.Errorf("%w (cut off by Close: %w)", err, store.ErrClosed)
 		}
 		if !retryable(err) {
 			return err
@@ -545,31 +575,63 @@ func (s *Store) txn(ctx context.Context, fn func(store.Tx) error, iso isolation)
 // the server running out of room for serializable transactions' predicate
 // locks (53200, which transactions ending free up): the transaction was
 // rolled back and may simply be run again.
+//
+// So is a partition this transaction creates (CREATE TABLE IF NOT EXISTS)
+// that another transaction created first, unseen when the statement
+// began: 42P07, or a unique violation in the catalog. The other may be
+// this process's own whose COMMIT was cut off (ErrCommitUnknown) and
+// landed. Run again, the transaction finds the partition.
 func retryable(err error) bool {
 	var pe *pgconn.PgError
-	return errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01" || pe.Code == "53200")
+	if !errors.As(err, &pe) {
+		return false
+	}
+	switch pe.Code {
+	case "40001", "40P01", "53200", "42P07":
+		return true
+	case "23505":
+		return strings.HasPrefix(pe.ConstraintName, "pg_")
+	}
+	return false
+}
+
+// rollbackTimeout bounds the ROLLBACK that ends a transaction given up:
+// past it the connection is closed instead.
+const rollbackTimeout = 5 * time.Second
+
+// bound returns ctx, ending also when Close cuts off the calls in flight.
+func (s *Store) bound(ctx context.Context) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(s.life, cancel)
+	return ctx, func() { stop(); cancel() }
 }
 
 // once runs fn in one transaction: BEGIN (sent with the first read), fn,
-// then the buffered writes and COMMIT in one round trip.
+// then the buffered writes and COMMIT in one round trip. ctx bounds all of
+// it: when it ends, the statement on the way is cut off and its connection
+// discarded (pgx's default), and a COMMIT cut off so is reported as
+// ErrCommitUnknown.
 func (s *Store) once(ctx context.Context, fn func(store.Tx) error, iso isolation) (err error) {
-	pc, err := s.pool.Acquire(ctx)
+	run, stop := s.bound(ctx)
+	defer stop()
+	pc, err := s.pool.Acquire(run)
 	if err != nil {
 		return fmt.Errorf("postgres: update: %w", err)
 	}
 	defer pc.Release()
 	conn := pc.Conn()
-	run := context.WithoutCancel(ctx)
 	done := false
 	defer func() {
-		if done {
+		if done || conn.IsClosed() {
 			return
 		}
 		// fn failed or panicked, or the commit did not go through: end
 		// the transaction; if that fails, closing the connection does.
 		if conn.PgConn().TxStatus() != 'I' {
-			if _, err := conn.Exec(run, "ROLLBACK"); err != nil {
-				_ = conn.Close(run)
+			end, cancel := context.WithTimeout(s.life, rollbackTimeout)
+			defer cancel()
+			if _, err := conn.Exec(end, "ROLLBACK"); err != nil {
+				_ = conn.Close(end)
 			}
 		}
 	}()

@@ -8,9 +8,11 @@ package group
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/switchboardhq/switchboard/store"
@@ -32,6 +34,7 @@ type Committer struct {
 	stall, most time.Duration
 	before      func() func()
 	final       func(error) bool
+	bounded     bool
 
 	mu      sync.Mutex
 	queue   []*call
@@ -48,6 +51,13 @@ type call struct {
 	err   error
 	panic any
 	done  chan struct{}
+	// mu is held while fn runs (Bounded): a caller that gives up waits
+	// for a run in progress to end, then marks the call gone, so fn never
+	// runs (or runs again, on a retry) once its caller has returned — fn
+	// writes the caller's variables.
+	mu   sync.Mutex
+	ran  bool // fn has run at least once: its writes may commit
+	gone bool // the caller returned: fn must not run again
 }
 
 // Config configures a Committer.
@@ -68,6 +78,16 @@ type Config struct {
 	// its outcome unknown (the commit may have happened): every call of
 	// the batch then returns that error instead of being run again alone.
 	Final func(error) bool
+	// Bounded makes the caller's context bound the whole call, for a
+	// backend whose commit can hang (on a server): batches run on a
+	// goroutine of their own, each caller returns when its context ends —
+	// with its context's error if no batch had taken the call (nothing of
+	// it runs), else with store.ErrCommitUnknown — and a batch's
+	// transaction is handed a context that ends once every one of its
+	// callers has given up. Without it the goroutine that finds no leader
+	// commits the batch itself (one goroutine switch fewer per commit)
+	// and every caller waits for its commit.
+	Bounded bool
 }
 
 // New returns a Committer that runs its batches with txn.
@@ -78,7 +98,7 @@ func New(c Config, txn func(ctx context.Context, fn func(base store.Tx) error) e
 	if c.Gather <= 0 {
 		c.Gather = 500 * time.Microsecond
 	}
-	return &Committer{txn: txn, name: c.Name, maxBatch: c.MaxBatch, stall: c.Stall, most: c.Gather, before: c.Before, final: c.Final, arrived: make(chan struct{}, 1)}
+	return &Committer{txn: txn, name: c.Name, maxBatch: c.MaxBatch, stall: c.Stall, most: c.Gather, before: c.Before, final: c.Final, bounded: c.Bounded, arrived: make(chan struct{}, 1)}
 }
 
 // Update queues fn for the next commit and returns its outcome once that
@@ -95,14 +115,75 @@ func (g *Committer) Update(ctx context.Context, fn func(store.Tx) error) error {
 	case g.arrived <- struct{}{}:
 	default:
 	}
-	if lead {
-		g.lead()
+	if g.bounded {
+		if lead {
+			go g.lead()
+		}
+		select {
+		case <-c.done:
+		case <-ctx.Done():
+			c.mu.Lock() // waits for a run of fn in progress
+			c.gone = true
+			ran := c.ran
+			c.mu.Unlock()
+			select {
+			case <-c.done: // it finished meanwhile
+			default:
+				if !ran {
+					return fmt.Errorf("%s: update: %w", g.name, ctx.Err())
+				}
+				return fmt.Errorf("%s: update: %w: %w", g.name, store.ErrCommitUnknown, ctx.Err())
+			}
+		}
+	} else {
+		if lead {
+			g.lead()
+		}
+		<-c.done
 	}
-	<-c.done
 	if c.panic != nil {
 		panic(c.panic)
 	}
 	return c.err
+}
+
+// runFn runs c.fn over tx (through run, which keeps a panic), unless c's
+// caller has given up on it (skipped is then true).
+func (c *call) runFn(tx store.Tx) (err error, skipped bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.gone {
+		return nil, true
+	}
+	c.ran = true
+	return run(c, func() error { return c.fn(tx) }), false
+}
+
+// batchContext returns the context batch's transaction runs under: with
+// Bounded, one that ends once every caller's context has ended (nobody is
+// left waiting for the commit), else context.Background(). stop releases
+// it.
+func (g *Committer) batchContext(batch []*call) (context.Context, func()) {
+	if !g.bounded {
+		return context.Background(), func() {}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var live atomic.Int32
+	live.Store(int32(len(batch)))
+	stops := make([]func() bool, len(batch))
+	for i, c := range batch {
+		stops[i] = context.AfterFunc(c.ctx, func() {
+			if live.Add(-1) == 0 {
+				cancel()
+			}
+		})
+	}
+	return ctx, func() {
+		for _, stop := range stops {
+			stop()
+		}
+		cancel()
+	}
 }
 
 // lead commits the next batch. The goroutine that found no leader runs it
@@ -189,7 +270,9 @@ func (g *Committer) commit(batch []*call) {
 		g.alone(batch[0])
 		return
 	}
-	err := g.txn(context.Background(), func(base store.Tx) error {
+	ctx, stop := g.batchContext(batch)
+	defer stop()
+	err := g.txn(ctx, func(base store.Tx) error {
 		for i, c := range batch {
 			c.err, c.panic = nil, nil // txn may run this more than once
 			if err := c.ctx.Err(); err != nil {
@@ -198,7 +281,8 @@ func (g *Committer) commit(batch []*call) {
 			}
 			ov := overlay.New(base)
 			ov.SetLater(len(batch) - 1 - i)
-			if c.err = run(c, func() error { return c.fn(ov.Exposed()) }); c.err != nil || c.panic != nil {
+			var skipped bool
+			if c.err, skipped = c.runFn(ov.Exposed()); skipped || c.err != nil || c.panic != nil {
 				continue // undone alone: its overlay is dropped
 			}
 			if err := ov.Apply(base); err != nil {
@@ -230,13 +314,25 @@ func (g *Committer) alone(c *call) {
 		c.err = fmt.Errorf("%s: update: %w", g.name, err)
 		return
 	}
-	c.err = run(c, func() error {
-		return g.txn(c.ctx, func(base store.Tx) error {
-			c.panic = nil
-			return c.fn(base)
-		})
+	c.err = g.txn(c.ctx, func(base store.Tx) error {
+		c.panic = nil
+		err, skipped := c.runFn(base)
+		if skipped {
+			return fmt.Errorf("%s: update: %w", g.name, context.Cause(c.ctx))
+		}
+		if c.panic != nil {
+			return errPanicked
+		}
+		return err
 	})
+	if c.panic != nil {
+		c.err = nil
+	}
 }
+
+// errPanicked rolls back the transaction of a call whose fn panicked (the
+// panic is re-raised in the caller's goroutine).
+var errPanicked = errors.New("panicked")
 
 // run calls f, keeping a panic for the caller's goroutine.
 func run(c *call, f func() error) (err error) {
