@@ -409,6 +409,12 @@ func (s *Store) View(ctx context.Context, fn func(store.Tx) error) error {
 		return err
 	}
 	defer s.leave()
+	if tx := txFrom(ctx); tx != nil {
+		if err := checkTx(ctx, tx); err != nil {
+			return err
+		}
+		return fn(&reader{s: s, ctx: ctx, conn: tx.Conn(), readOnly: true})
+	}
 	run, stop := s.bound(ctx)
 	defer stop()
 	conn, err := s.pool.Acquire(run)
@@ -451,6 +457,9 @@ func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
 	}
 	defer s.leave()
 	defer s.updates.Add(1)
+	if tx := txFrom(ctx); tx != nil {
+		return s.inTx(ctx, tx, fn, false)
+	}
 	if s.opts.CommitEachUpdate || store.IsAlone(ctx) {
 		return s.txn(ctx, fn, serializable)
 	}
@@ -468,6 +477,9 @@ func (s *Store) UpdateLocked(ctx context.Context, fn func(store.Tx) error) error
 	}
 	defer s.leave()
 	defer s.updates.Add(1)
+	if tx := txFrom(ctx); tx != nil {
+		return s.inTx(ctx, tx, fn, true)
+	}
 	if s.opts.CommitEachUpdate || store.IsAlone(ctx) {
 		return s.txn(ctx, fn, s.lockedIso())
 	}
@@ -696,6 +708,108 @@ func (s *Store) once(ctx context.Context, fn func(store.Tx) error, iso isolation
 		s.parts.Store(partitionName(s.opts.Table, name), struct{}{})
 	}
 	done = true
+	return nil
+}
+
+// ErrTxIsolation is returned by a call made under WithTx whose transaction
+// is not SERIALIZABLE.
+var ErrTxIsolation = errors.New("postgres: the application's transaction must be SERIALIZABLE (pgx.TxOptions{IsoLevel: pgx.Serializable})")
+
+type txKey struct{}
+
+// WithTx returns a context under which the store's calls run inside tx, a
+// transaction the application began, instead of transactions of their own:
+// what a switchboard call given that context writes — a CreateFor's todo,
+// its dedup key, its audit events, the wake-up of other processes' workers
+// — commits exactly when the application commits tx, and vanishes if it
+// rolls back (a dedup key can then be used again). The audit log sequences
+// the events, and blocked claims in every process wake, after that commit.
+//
+//	tx, err := pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.Serializable})
+//	…the application's own writes, through tx…
+//	_, _, err = sb.CreateFor(postgres.WithTx(ctx, tx), cred, "inbox", todo)
+//	…
+//	err = tx.Commit(ctx) // or Rollback: no todo, no event, no wake-up
+//
+// tx must be SERIALIZABLE (ErrTxIsolation otherwise): the switchboard's
+// writes rely on it, as they do in the store's own transactions, so a
+// commit may fail with a serialization failure (SQLSTATE 40001) the
+// application retries, tx and all. Nothing is retried or committed behind
+// the application's back, and a statement the server refuses aborts tx.
+// Use it for the calls that write once and return — CreateFor, Complete,
+// Fail, Cancel, Revoke, Approve — not for a blocking Claim or Work, which
+// would wait inside tx for work its snapshot cannot see. The store must
+// have written the table once before (any earlier call did): creating a
+// table's partition inside tx would lock the parent table until tx ends.
+func WithTx(ctx context.Context, tx pgx.Tx) context.Context {
+	return context.WithValue(ctx, txKey{}, tx)
+}
+
+func txFrom(ctx context.Context) pgx.Tx {
+	tx, _ := ctx.Value(txKey{}).(pgx.Tx)
+	return tx
+}
+
+// checkTx refuses a transaction that is not SERIALIZABLE.
+func checkTx(ctx context.Context, tx pgx.Tx) error {
+	var iso string
+	if err := tx.QueryRow(ctx, `SELECT current_setting('transaction_isolation')`).Scan(&iso); err != nil {
+		return fmt.Errorf("postgres: the application's transaction: %w", err)
+	}
+	if iso != "serializable" {
+		return fmt.Errorf("%w, not %s", ErrTxIsolation, strings.ToUpper(iso))
+	}
+	return nil
+}
+
+// inTx runs fn inside the application's transaction tx (WithTx): its reads
+// go through tx, its writes and notifications are sent in one round trip
+// at its end, and nothing commits until the application commits tx.
+// NOTIFY is transactional, so other processes hear of the writes only if
+// and when tx commits.
+func (s *Store) inTx(ctx context.Context, tx pgx.Tx, fn func(store.Tx) error, locking bool) error {
+	if err := checkTx(ctx, tx); err != nil {
+		return err
+	}
+	rd := &reader{s: s, ctx: ctx, conn: tx.Conn(), locking: locking}
+	w := overlay.New(rd)
+	err := fn(w.Exposed())
+	if rd.failed != nil {
+		return fmt.Errorf("postgres: update: %w", rd.failed)
+	}
+	if err != nil {
+		return err
+	}
+	var c collector
+	if err := w.Apply(&c); err != nil {
+		return err
+	}
+	missing, err := s.checkPartitions(rd, &c)
+	if err != nil {
+		return err
+	}
+	var b pgx.Batch
+	for _, name := range missing {
+		// Known to exist only once tx commits: not remembered here.
+		b.Queue(createPartition(s.opts.Table, name, c.writeOnce(name)))
+	}
+	s.queueWrites(&b, &c)
+	if len(c.notes) > 0 {
+		b.Queue(`SELECT pg_notify($1, n) FROM unnest($2::text[]) AS w(n)`, s.channel, c.notes)
+	}
+	if b.Len() == 0 {
+		return nil
+	}
+	br := tx.SendBatch(ctx, &b)
+	for range b.Len() {
+		if _, err := br.Exec(); err != nil {
+			_ = br.Close()
+			return fmt.Errorf("postgres: update: %w", err)
+		}
+	}
+	if err := br.Close(); err != nil {
+		return fmt.Errorf("postgres: update: %w", err)
+	}
 	return nil
 }
 

@@ -1,0 +1,102 @@
+package postgres_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchboardhq/switchboard"
+	"github.com/switchboardhq/switchboard/store/postgres"
+)
+
+// CreateFor inside the application's own transaction (WithTx), watched
+// from another process: rolled back, it leaves no todo, no audit event and
+// no dedup key (the key is used again); committed, the todo is claimable
+// by a worker in the other process — whose blocking claim, polling only
+// once a minute, wakes on the commit's notification.
+func TestCreateForInsideTheApplicationsTransaction(t *testing.T) {
+	d := newDeployment(t, switchboard.Quotas{}, time.Minute)
+	_, friend, worker := d.friend()
+	ctx := context.Background()
+	app, err := pgx.Connect(ctx, d.cfg.DSN)
+	require.NoError(t, err)
+	defer app.Close(ctx)
+	decisions := d.cfg.Table + "_decisions"
+	_, err = app.Exec(ctx, `CREATE TABLE `+decisions+` (id text PRIMARY KEY)`)
+	require.NoError(t, err)
+	t.Cleanup(func() { _, _ = app.Exec(context.Background(), `DROP TABLE IF EXISTS `+decisions) })
+	// The store writes each of its tables once before (see WithTx).
+	_, _, err = d.sb.CreateFor(ctx, friend, "inbox", switchboard.NewTodo{Kind: "warm-up"})
+	require.NoError(t, err)
+	p := d.start()
+	claimed := p.call(command{Op: "claim", Cred: string(worker), Queue: "inbox"})
+	require.Empty(t, claimed.Err)
+	events := func() int {
+		evs, err := d.sb.Events(ctx, 0, 1000)
+		require.NoError(t, err)
+		return len(evs)
+	}
+	sequenced(t, d.sb, d.st)
+	eventsBefore := events()
+
+	serializable := pgx.TxOptions{IsoLevel: pgx.Serializable}
+	decide := func(id string, commit bool) (switchboard.Todo, bool) {
+		tx, err := app.BeginTx(ctx, serializable)
+		require.NoError(t, err)
+		_, err = tx.Exec(ctx, `INSERT INTO `+decisions+` (id) VALUES ($1)`, id)
+		require.NoError(t, err)
+		td, created, err := d.sb.CreateFor(postgres.WithTx(ctx, tx), friend, "inbox", switchboard.NewTodo{Kind: "decided", DedupKey: "decision-1", Payload: []byte(`{"id":"` + id + `"}`)})
+		require.NoError(t, err)
+		if commit {
+			require.NoError(t, tx.Commit(ctx))
+		} else {
+			require.NoError(t, tx.Rollback(ctx))
+		}
+		return td, created
+	}
+
+	// Rolled back: nothing of it anywhere.
+	gone, created := decide("first", false)
+	require.True(t, created)
+	_, err = d.sb.Get(ctx, friend, gone.ID)
+	require.ErrorIs(t, err, switchboard.ErrNotFound, "the todo rolled back with the application's row")
+	empty := p.call(command{Op: "claim", Cred: string(worker), Queue: "inbox"})
+	require.Contains(t, empty.Is, "empty", "the other process finds nothing: %+v", empty)
+	sequenced(t, d.sb, d.st)
+	require.Equal(t, eventsBefore, events(), "no audit event of a rolled-back CreateFor")
+
+	// A worker in the other process waits; the commit wakes it.
+	p.send(command{Op: "claim", Cred: string(worker), Queue: "inbox", Wait: true})
+	time.Sleep(200 * time.Millisecond) // let it block (if it does not yet, it finds the todo at once)
+	kept, created := decide("second", true)
+	require.True(t, created, "the rolled-back dedup key is free again")
+	require.NotEqual(t, gone.ID, kept.ID)
+	got := p.recv()
+	require.Empty(t, got.Err)
+	require.Equal(t, kept.ID, got.ID, "the committed todo, claimed in the other process")
+	require.Less(t, got.Elapsed, 30*time.Second, "woken by the commit, not by the minute's poll")
+	var n int
+	require.NoError(t, app.QueryRow(ctx, `SELECT count(*) FROM `+decisions).Scan(&n))
+	require.Equal(t, 1, n)
+	sequenced(t, d.sb, d.st)
+	require.Greater(t, events(), eventsBefore, "the committed CreateFor's events, sequenced after the commit")
+
+	// Inside the same committed dedup key, a second CreateFor finds it.
+	tx, err := app.BeginTx(ctx, serializable)
+	require.NoError(t, err)
+	again, created, err := d.sb.CreateFor(postgres.WithTx(ctx, tx), friend, "inbox", switchboard.NewTodo{Kind: "decided", DedupKey: "decision-1"})
+	require.NoError(t, err)
+	require.False(t, created)
+	require.Equal(t, kept.ID, again.ID)
+	require.NoError(t, tx.Rollback(ctx))
+
+	// A transaction that is not SERIALIZABLE is refused, and stays usable.
+	tx, err = app.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+	require.NoError(t, err)
+	_, _, err = d.sb.CreateFor(postgres.WithTx(ctx, tx), friend, "inbox", switchboard.NewTodo{Kind: "decided"})
+	require.ErrorIs(t, err, postgres.ErrTxIsolation)
+	require.NoError(t, tx.Commit(ctx))
+}
