@@ -9,9 +9,13 @@
 // profile into dir (with -switchboard-only, for profiling the store).
 // SWITCHBOARD_BENCH_OPTIONS='{"CommitEachUpdate":true}' (postgres.Options as
 // JSON) opens the lifecycle children's stores with those options.
-// -server-cost prints, after each lifecycle round, what it cost the server
-// per completed todo — commits, rows written and WAL bytes, for River's
-// rounds too — and switchboard's rows written and read per partition.
+// After each lifecycle round it prints what the round cost the server per
+// completed todo — commits, rows written, WAL bytes and the server
+// processes' CPU time (read from /proc when the server runs on this
+// machine), for River's rounds too — and switchboard's rows written and
+// read per partition (-server-cost=false skips that, and the 1.5 s it
+// waits for the statistics). River's pool is sized like the store's: 16
+// connections, 4 kept open.
 //
 // It is its own module so that River is a dependency of this command only.
 //
@@ -80,7 +84,7 @@ var (
 	workers  = flag.Int("workers", 16, "workers (and creators) in all, split over the processes")
 	noRiver  = flag.Bool("switchboard-only", false, "skip River and the claim figures (for profiling)")
 	dsnFlag  = flag.String("dsn", os.Getenv("SWITCHBOARD_POSTGRES_DSN"), "PostgreSQL DSN (default $SWITCHBOARD_POSTGRES_DSN)")
-	pgStats  = flag.Bool("server-cost", false, "print what each lifecycle round cost the server per completed todo (commits, rows written, WAL bytes)")
+	pgStats  = flag.Bool("server-cost", true, "print what each lifecycle round cost the server per completed todo (commits, rows written, WAL bytes, server CPU); -server-cost=false skips it")
 )
 
 const childEnv = "SWITCHBOARD_BENCH_CHILD"
@@ -490,8 +494,9 @@ func boltLifecycle() float64 {
 }
 
 // cost is what the server has done so far: transactions committed, rows
-// written and WAL bytes, from pg_stat_database and the WAL position.
-type cost struct{ commits, rows, wal float64 }
+// written and WAL bytes, from pg_stat_database and the WAL position, and
+// the CPU seconds its processes used (negative: not readable here).
+type cost struct{ commits, rows, wal, cpu float64 }
 
 // serverCost reads the server's counters (zero without -server-cost).
 func serverCost() cost {
@@ -510,7 +515,60 @@ func serverCost() cost {
 	must(c.QueryRow(ctx, `SELECT xact_commit::float8, (tup_inserted+tup_updated+tup_deleted)::float8,
 		pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::float8
 		FROM pg_stat_database WHERE datname = current_database()`).Scan(&r.commits, &r.rows, &r.wal))
+	r.cpu = -1
+	var dir string
+	if c.QueryRow(ctx, `SELECT current_setting('data_directory')`).Scan(&dir) == nil {
+		r.cpu = serverCPU(dir)
+	}
 	return r
+}
+
+// serverCPU returns the CPU seconds used so far by the server whose data
+// directory is dir — its postmaster, the children it reaped (cutime,
+// cstime) and those alive — or -1 if it does not run on this machine.
+func serverCPU(dir string) float64 {
+	b, err := os.ReadFile(filepath.Join(dir, "postmaster.pid"))
+	if err != nil {
+		return -1
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(strings.SplitN(string(b), "\n", 2)[0]))
+	if err != nil {
+		return -1
+	}
+	// /proc/<pid>/stat after the command's closing parenthesis: state,
+	// ppid, … utime and stime are fields 14 and 15 of the line, cutime
+	// and cstime 16 and 17 (11 to 14 here), in clock ticks (100 a second
+	// on Linux).
+	stat := func(p string) []string {
+		b, err := os.ReadFile(filepath.Join("/proc", p, "stat"))
+		if err != nil {
+			return nil
+		}
+		return strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	}
+	ticks := func(f []string, from, to int) float64 {
+		var t float64
+		for i := from; i <= to && i < len(f); i++ {
+			v, _ := strconv.ParseFloat(f[i], 64)
+			t += v
+		}
+		return t
+	}
+	own := stat(strconv.Itoa(pid))
+	if own == nil {
+		return -1
+	}
+	total := ticks(own, 11, 14)
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		if f := stat(e.Name()); len(f) > 1 && f[1] == strconv.Itoa(pid) {
+			total += ticks(f, 11, 12)
+		}
+	}
+	return total / 100
 }
 
 // reportCost prints the server's work per completed todo since before.
@@ -520,8 +578,12 @@ func reportCost(who string, procs int, done int64, before cost) {
 	}
 	after := serverCost()
 	n := float64(done)
-	fmt.Fprintf(os.Stderr, "server cost, %s, %d process(es): %.2f commits, %.1f rows written, %.0f WAL bytes per todo (%d todos)\n",
-		who, procs, (after.commits-before.commits)/n, (after.rows-before.rows)/n, (after.wal-before.wal)/n, done)
+	cpu := "server CPU not readable here"
+	if before.cpu >= 0 && after.cpu >= 0 {
+		cpu = fmt.Sprintf("%.0f µs server CPU", (after.cpu-before.cpu)/n*1e6)
+	}
+	fmt.Fprintf(os.Stderr, "server cost, %s, %d process(es): %.2f commits, %.1f rows written, %.0f WAL bytes, %s per todo (%d todos)\n",
+		who, procs, (after.commits-before.commits)/n, (after.rows-before.rows)/n, (after.wal-before.wal)/n, cpu, done)
 }
 
 // reportTables prints, with -server-cost, the rows written per completed
@@ -658,7 +720,12 @@ func (w *benchWorker) Work(context.Context, *river.Job[benchArgs]) error {
 // riverChild runs River's cycle: a client with j.Workers workers, fed by as
 // many goroutines inserting one job at a time, counted at the worker.
 func riverChild(j job) result {
-	pool, err := pgxpool.New(ctx, j.DSN)
+	// River's pool sized like the store's (postgres.Options: MaxConns 16,
+	// MinConns 4), not pgxpool's default of max(4, cores).
+	pcfg, err := pgxpool.ParseConfig(j.DSN)
+	must(err)
+	pcfg.MaxConns, pcfg.MinConns = 16, 4
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	must(err)
 	defer pool.Close()
 	var done atomic.Int64
