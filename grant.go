@@ -12,6 +12,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -323,8 +324,16 @@ func (s *Switchboard) Vend(ctx context.Context, human Human, r VendRequest) (Gra
 // may revoke it too (either side of the edge). In the same transaction the
 // edge becomes revoked and todos that came through the grant and are not yet
 // claimed are cancelled; claimed ones finish or fail normally. Revoking a
-// grant that is already revoked or expired succeeds and changes nothing.
-// A grant the human may not revoke is ErrNotFound.
+// grant that is already revoked or expired succeeds and changes nothing
+// (but finishes cancelling its queued todos, see below). A grant the human
+// may not revoke is ErrNotFound.
+//
+// A nil error means the revocation committed; an error means it did not,
+// unless it wraps ErrCommitUnknown. A grant with many queued todos has them
+// marked cancelled in passes after the revocation commits; if a pass fails
+// (the store failing over), Revoke still returns nil — the revocation holds
+// and no claim takes those todos — logs a warning, and revoking the grant
+// again finishes the passes.
 func (s *Switchboard) Revoke(ctx context.Context, human Human, grantID string) error {
 	if err := human.validate(); err != nil {
 		return fmt.Errorf("switchboard: revoke: %w", err)
@@ -338,16 +347,29 @@ func (s *Switchboard) Revoke(ctx context.Context, human Human, grantID string) e
 		if g.Grantor != human && (e == nil || e.Requester != human) {
 			return notFound("grant")
 		}
+		if g.State == GrantRevoked {
+			// Already revoked: cancel what an earlier Revoke's pass
+			// may have left queued (it failed after the revocation
+			// committed). Nothing else changes.
+			t.revoked = append(t.revoked, revokedGrant{g.ID, humanActor(human)})
+			return nil
+		}
 		if g.State != GrantActive {
 			return nil
 		}
 		return t.revokeGrant(g, e, humanActor(human), "revoked", true)
 	}, &revoked)
-	if err == nil {
-		err = s.cancelRevoked(ctx, revoked)
-	}
 	if err != nil {
 		return fmt.Errorf("switchboard: revoke: %w", err)
+	}
+	// The revocation has committed, and holds: from here no claim takes a
+	// todo of the grant (claimOne cancels one instead). The pass that
+	// marks its queued todos cancelled failing (a database failing over)
+	// does not undo that, so it is not the caller's error: it is logged,
+	// and the next Revoke of the grant runs it again.
+	if cerr := s.cancelRevoked(ctx, revoked); cerr != nil {
+		s.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "switchboard: revoke: the grant is revoked, but cancelling its queued todos failed; no claim takes them, and revoking it again finishes",
+			slog.String("grant", grantID), slog.String("error", cerr.Error()))
 	}
 	return nil
 }

@@ -1,0 +1,81 @@
+package switchboard_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	sb "github.com/switchboardhq/switchboard"
+	"github.com/switchboardhq/switchboard/store"
+)
+
+// failingUpdate is a real store whose Update number fail (counted from
+// when it is armed) fails without writing.
+type failingUpdate struct {
+	store.Store
+	left atomic.Int32 // Updates to let through before the one that fails; <0: disarmed
+}
+
+func (f *failingUpdate) Update(ctx context.Context, fn func(store.Tx) error) error {
+	if f.left.Add(-1) == -1 {
+		return errInjected
+	}
+	return f.Store.Update(ctx, fn)
+}
+
+// Revoke's promise: nil means the revocation committed, an error that it
+// did not. When the pass that marks the grant's queued todos cancelled
+// fails after the revocation committed (a database failing over between
+// the two), Revoke says nil — the revocation holds: the credential is
+// refused and no claim takes those todos — and revoking again finishes
+// the pass.
+func TestRevokeHoldsWhenItsCancelPassFails(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			st := &failingUpdate{Store: b.open(t)}
+			st.left.Store(1 << 30)
+			t.Cleanup(func() { _ = st.Close() })
+			h := newHarness(t, st)
+			g, friend := h.friend(h.alice, h.bob, "alice-bot", "bob-desk", inboxCreate)
+			worker := h.worker(h.bob, "bob-desk", "inbox")
+			var ids []string
+			for range 3 {
+				td, _, err := h.sb.CreateFor(ctx, friend, "inbox", sb.NewTodo{Kind: "k"})
+				require.NoError(t, err)
+				ids = append(ids, td.ID)
+			}
+
+			st.left.Store(1) // the revocation commits; the cancel pass fails
+			require.NoError(t, h.sb.Revoke(ctx, h.bob, g.ID), "the revocation committed")
+			st.left.Store(1 << 30)
+			_, _, err := h.sb.CreateFor(ctx, friend, "inbox", sb.NewTodo{Kind: "k"})
+			require.ErrorIs(t, err, sb.ErrUnauthenticated, "the revocation holds")
+			for _, id := range ids {
+				td, err := h.sb.Get(ctx, worker, id)
+				require.NoError(t, err)
+				require.Equal(t, sb.TodoQueued, td.State, "the failed pass left it queued")
+			}
+
+			// Revoking again finishes the pass.
+			require.NoError(t, h.sb.Revoke(ctx, h.bob, g.ID))
+			for _, id := range ids {
+				td, err := h.sb.Get(ctx, worker, id)
+				require.NoError(t, err)
+				require.Equal(t, sb.TodoCancelled, td.State)
+			}
+			_, _, err = h.sb.Claim(ctx, worker, "inbox", nil)
+			require.ErrorIs(t, err, sb.ErrQueueEmpty)
+
+			// And the revocation's own transaction failing is an error,
+			// with nothing changed.
+			g2, friend2 := h.friend(h.carol, h.bob, "carol-bot", "bob-desk", inboxCreate)
+			st.left.Store(0)
+			require.ErrorIs(t, h.sb.Revoke(ctx, h.bob, g2.ID), errInjected)
+			st.left.Store(1 << 30)
+			_, _, err = h.sb.CreateFor(ctx, friend2, "inbox", sb.NewTodo{Kind: "k"})
+			require.NoError(t, err, "not revoked")
+		})
+	}
+}
