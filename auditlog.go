@@ -791,6 +791,41 @@ func (f checkpointFile) Save(_ context.Context, signed []byte) error {
 	return d.Sync()
 }
 
+// seenLog is the largest tree this process sequenced (as the audit log's
+// sequencer) or signed, in memory: checked before every signature like a
+// kept checkpoint, so a database that comes back with less (a failover to
+// a standby that was behind) is reported even when no checkpoint covered
+// what was lost. A restart forgets it.
+type seenLog struct {
+	mu     sync.Mutex
+	size   uint64
+	root   tlog.Hash
+	forked bool // the log lost what was seen: the mark stays, for every signature to refuse
+}
+
+// note raises the mark to a tree that extends it (the caller checked).
+func (l *seenLog) note(size uint64, root tlog.Hash) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if size > l.size && !l.forked {
+		l.size, l.root = size, root
+	}
+}
+
+// fork keeps the mark where it is for good: the stored log no longer
+// holds it.
+func (l *seenLog) fork() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.forked = true
+}
+
+func (l *seenLog) get() (Checkpoint, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return Checkpoint{Size: l.size, Root: l.root}, l.size > 0
+}
+
 // logProblem is the last checkpoint problem Reap met: reported (logged)
 // once per distinct error, and readable with LogProblem.
 type logProblem struct {
@@ -875,6 +910,7 @@ func (s *Switchboard) checkpoint(ctx context.Context) (Checkpoint, error) {
 			return Checkpoint{}, err
 		}
 	}
+	s.seen.note(cp.Size, cp.Root)
 	if len(s.witnesses) > 0 {
 		var werr error
 		if cp, werr = s.askWitnesses(ctx, cp); werr != nil {
@@ -967,14 +1003,14 @@ func (s *Switchboard) checkAnchors(t *txn, kept *Checkpoint, leaves bool) (ancho
 			}
 			return a, &AuditError{Seq: seqOf(0), Reason: fmt.Sprintf("the stored checkpoint: %v%s", err, hint)}
 		}
-		if err := s.matchTree(t, st, cp, "the stored checkpoint", true); err != nil {
+		if err := s.matchTree(t, st, cp, "the stored checkpoint", "signed", true); err != nil {
 			return a, err
 		}
 		a.stored, a.has = cp, true
 		a.fresh = cp.Size == st.Size && current
 	}
 	if kept != nil {
-		if err := s.matchTree(t, st, *kept, "the checkpoint kept outside the store", false); err != nil {
+		if err := s.matchTree(t, st, *kept, "the checkpoint kept outside the store", "signed", false); err != nil {
 			return a, err
 		}
 		switch {
@@ -982,6 +1018,14 @@ func (s *Switchboard) checkAnchors(t *txn, kept *Checkpoint, leaves bool) (ancho
 			return a, &AuditError{Seq: seqOf(0), Reason: fmt.Sprintf("the stored checkpoint is gone, but one of %d events is kept outside the store", kept.Size)}
 		case a.has && a.stored.Size < kept.Size:
 			return a, &AuditError{Seq: seqOf(a.stored.Size), Reason: fmt.Sprintf("the stored checkpoint (%d events) is older than the one kept outside the store (%d events): it was replaced", a.stored.Size, kept.Size)}
+		}
+	}
+	if seen, ok := s.seen.get(); ok {
+		// What this process itself sequenced or signed: a log behind
+		// it lost what this process saw (a failover to a standby that
+		// was behind), even past the last checkpoint anyone kept.
+		if err := s.matchTree(t, st, seen, "this process", "sequenced or signed", false); err != nil {
+			return a, err
 		}
 	}
 	if leaves {
@@ -1001,10 +1045,10 @@ func (s *Switchboard) checkAnchors(t *txn, kept *Checkpoint, leaves bool) (ancho
 // mismatch of the stored checkpoint (frontier), the frontier hashes stored
 // with it — authentic if they fold into its signed root — name the first
 // subtree whose events changed.
-func (s *Switchboard) matchTree(t *txn, st *logState, cp Checkpoint, which string, frontier bool) error {
+func (s *Switchboard) matchTree(t *txn, st *logState, cp Checkpoint, which, did string, frontier bool) error {
 	seqOf := func(n uint64) uint64 { return st.Offset + n + 1 }
 	if cp.Size > st.Size {
-		return &AuditError{Seq: seqOf(st.Size), Reason: fmt.Sprintf("the log holds %d events, fewer than the %d %s signed: it was cut short (a database restored from a backup, or failed over to a standby that was behind, lost acknowledged writes: see docs/scaling.md, \"When the primary fails\")", st.Size, cp.Size, which)}
+		return &AuditError{Seq: seqOf(st.Size), Reason: fmt.Sprintf("the log holds %d events, fewer than the %d %s %s: it was cut short (a database restored from a backup, or failed over to a standby that was behind, lost acknowledged writes: see docs/scaling.md, \"When the primary fails\")", st.Size, cp.Size, which, did)}
 	}
 	if cp.Size < st.Purged {
 		return nil // older than retention: VerifyAudit checks what can be
@@ -1012,7 +1056,7 @@ func (s *Switchboard) matchTree(t *txn, st *logState, cp Checkpoint, which strin
 	idx := frontierIndexes(cp.Size)
 	hs, err := t.hashes().ReadHashes(idx)
 	if err != nil {
-		return &AuditError{Seq: seqOf(0), Reason: fmt.Sprintf("the tree hashes of the %d events %s signed are unreadable: %v", cp.Size, which, err)}
+		return &AuditError{Seq: seqOf(0), Reason: fmt.Sprintf("the tree hashes of the %d events %s %s are unreadable: %v", cp.Size, which, did, err)}
 	}
 	if cp.Size == 0 && cp.Root == tlog.Hash(sha256Empty) || cp.Size > 0 && foldFrontier(hs) == cp.Root {
 		return nil
@@ -1029,14 +1073,14 @@ func (s *Switchboard) matchTree(t *txn, st *logState, cp Checkpoint, which strin
 					level, _ := tlog.SplitStoredHashIndex(x)
 					end := start + 1<<level
 					if hs[i] != signed[i] {
-						return &AuditError{Seq: seqOf(start), Reason: fmt.Sprintf("events %d to %d no longer hash to what %s (%d events) signed: the log was rewritten", seqOf(start), seqOf(end-1), which, cp.Size)}
+						return &AuditError{Seq: seqOf(start), Reason: fmt.Sprintf("events %d to %d no longer hash to what %s (%d events) %s: the log was rewritten", seqOf(start), seqOf(end-1), which, cp.Size, did)}
 					}
 					start = end
 				}
 			}
 		}
 	}
-	return &AuditError{Seq: seqOf(0), Reason: fmt.Sprintf("the first %d events no longer hash to the root %s signed: the log was rewritten", cp.Size, which)}
+	return &AuditError{Seq: seqOf(0), Reason: fmt.Sprintf("the first %d events no longer hash to the root %s %s: the log was rewritten", cp.Size, which, did)}
 }
 
 // foldFrontier is the root of the tree whose perfect subtrees, largest

@@ -430,18 +430,20 @@ func (s *Switchboard) Events(ctx context.Context, after uint64, limit int) ([]Ev
 		var derr error
 		err = t.tx.Scan(tEvents, start, nil, func(k, v []byte) bool {
 			seq := keySeq(k)
+			// A stored event that cannot be read is a broken log
+			// (ErrAuditBroken), not a failure to read the store.
 			if seq <= st.Offset {
-				derr = fmt.Errorf("event %d is stored before the log's start", seq)
+				derr = &AuditError{Seq: seq, Reason: "stored before the log's start"}
 				return false
 			}
-			var leaf []byte
-			if leaf, _, derr = splitEventValue(seq-st.Offset-1, v); derr != nil {
-				derr = fmt.Errorf("event %d: %w", seq, derr)
+			leaf, _, err := splitEventValue(seq-st.Offset-1, v)
+			if err != nil {
+				derr = &AuditError{Seq: seq, Reason: err.Error()}
 				return false
 			}
-			var e Event
-			if e, derr = parseLeaf(leaf); derr != nil {
-				derr = fmt.Errorf("event %d: %w", seq, derr)
+			e, err := parseLeaf(leaf)
+			if err != nil {
+				derr = &AuditError{Seq: seq, Reason: err.Error()}
 				return false
 			}
 			out = append(out, e)

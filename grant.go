@@ -347,11 +347,12 @@ func (s *Switchboard) Revoke(ctx context.Context, human Human, grantID string) e
 		if g.Grantor != human && (e == nil || e.Requester != human) {
 			return notFound("grant")
 		}
-		if g.State == GrantRevoked {
-			// Already revoked: cancel what an earlier Revoke's pass
-			// may have left queued (it failed after the revocation
-			// committed). Nothing else changes.
-			t.revoked = append(t.revoked, revokedGrant{g.ID, humanActor(human)})
+		if g.State == GrantRevoked && (e == nil || e.State == EdgeRevoked) {
+			// Already revoked (not replaced, whose queued todos stay):
+			// cancel what an earlier Revoke's pass may have left queued
+			// (it failed after the revocation committed), in the name
+			// of who revoked it. Nothing else changes.
+			t.revoked = append(t.revoked, revokedGrant{g.ID, g.RevokedBy})
 			return nil
 		}
 		if g.State != GrantActive {
@@ -368,6 +369,12 @@ func (s *Switchboard) Revoke(ctx context.Context, human Human, grantID string) e
 	// does not undo that, so it is not the caller's error: it is logged,
 	// and the next Revoke of the grant runs it again.
 	if cerr := s.cancelRevoked(ctx, revoked); cerr != nil {
+		if store.IsInCallersTx(ctx) {
+			// Inside the caller's transaction nothing has committed yet:
+			// the pass's failure is the call's, and the caller's
+			// rollback undoes the revocation with it.
+			return fmt.Errorf("switchboard: revoke: %w", cerr)
+		}
 		s.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "switchboard: revoke: the grant is revoked, but cancelling its queued todos failed; no claim takes them, and revoking it again finishes",
 			slog.String("grant", grantID), slog.String("error", cerr.Error()))
 	}

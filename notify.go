@@ -44,10 +44,10 @@ var ErrFellBehind = errors.New("subscription fell behind the audit log")
 
 // Subscription delivers committed events to a host. Read C until it is
 // closed, then Err says why: nil after Close, the context's error, or an
-// error wrapping ErrFellBehind or ErrClosed. A store that fails to answer
-// (a database failing over) does not end it: it reads again every
-// Config.PollInterval, logging a warning once, and goes on from where it
-// was.
+// error wrapping ErrFellBehind, ErrClosed or ErrAuditBroken (an event in
+// the log does not decode). A store that fails to answer (a database
+// failing over) does not end it: it reads again every Config.PollInterval,
+// logging a warning once, and goes on from where it was.
 type Subscription struct {
 	// C delivers the matching events in commit order, each exactly once.
 	C <-chan Event
@@ -134,13 +134,17 @@ func (s *Switchboard) follow(ctx context.Context, sub *Subscription, ch chan<- E
 		if !ok {
 			evs, err = s.Events(ctx, cursor, followPage)
 		}
+		first := uint64(0) // the log's oldest event, if the page skips ahead from 0
+		if err == nil && cursor == 0 && len(evs) > 0 && evs[0].Seq > 1 {
+			first, err = s.firstEvent(ctx)
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				end(ctx.Err())
 				return
 			}
-			if errors.Is(err, ErrClosed) {
-				end(err)
+			if errors.Is(err, ErrClosed) || errors.Is(err, ErrAuditBroken) {
+				end(err) // no retry mends these
 				return
 			}
 			// The store failed (a database failing over, a connection
@@ -161,7 +165,7 @@ func (s *Switchboard) follow(ctx context.Context, sub *Subscription, ch chan<- E
 		}
 		failing = false
 		for _, e := range evs {
-			if e.Seq != cursor+1 && !(cursor == 0 && e.Seq > 0 && s.firstEvent(ctx) == e.Seq) {
+			if e.Seq != cursor+1 && !(cursor == 0 && e.Seq == first) {
 				end(fmt.Errorf("switchboard: subscription: %w: events %d to %d are gone; resume after %d", ErrFellBehind, cursor+1, e.Seq-1, e.Seq-1))
 				return
 			}
@@ -194,12 +198,12 @@ func (s *Switchboard) follow(ctx context.Context, sub *Subscription, ch chan<- E
 }
 
 // firstEvent is the seq of the oldest event in the log (0 if empty).
-func (s *Switchboard) firstEvent(ctx context.Context) uint64 {
+func (s *Switchboard) firstEvent(ctx context.Context) (uint64, error) {
 	evs, err := s.Events(ctx, 0, 1)
 	if err != nil || len(evs) == 0 {
-		return 0
+		return 0, err
 	}
-	return evs[0].Seq
+	return evs[0].Seq, nil
 }
 
 // QueueAddress names persona's queue in events (Event.Queue), for filters.

@@ -79,3 +79,22 @@ func TestRevokeHoldsWhenItsCancelPassFails(t *testing.T) {
 		})
 	}
 }
+
+// Revoking a grant that a later approval replaced changes nothing: its
+// queued todos stay, as the replacement left them.
+func TestRevokeOfAReplacedGrantKeepsItsTodos(t *testing.T) {
+	eachBackend(t, func(t *testing.T, h *harness) {
+		g1, friend := h.friend(h.alice, h.bob, "alice-bot", "bob-desk", inboxCreate)
+		worker := h.worker(h.bob, "bob-desk", "inbox")
+		td, _, err := h.sb.CreateFor(ctx, friend, "inbox", sb.NewTodo{Kind: "k"})
+		require.NoError(t, err)
+		h.friend(h.alice, h.bob, "alice-bot", "bob-desk", scope("inbox", sb.VerbCreateFor, sb.VerbGet))
+		got, err := h.sb.Get(ctx, worker, td.ID)
+		require.NoError(t, err)
+		require.Equal(t, sb.TodoQueued, got.State, "a replacement keeps the queued todos")
+		require.NoError(t, h.sb.Revoke(ctx, h.bob, g1.ID))
+		got, err = h.sb.Get(ctx, worker, td.ID)
+		require.NoError(t, err)
+		require.Equal(t, sb.TodoQueued, got.State, "revoking the replaced grant changes nothing")
+	})
+}

@@ -9,6 +9,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"golang.org/x/mod/sumdb/tlog"
 	"log/slog"
 	"time"
 
@@ -183,7 +184,9 @@ var errPassAbandoned = errors.New("the sequencing pass before did not commit")
 func (s *Switchboard) runPass(ctx context.Context, p *seqPass) {
 	defer close(p.ended)
 	var held time.Time
-	var size uint64 // the tree's size after the pass
+	var size uint64    // the tree's size after the pass
+	var root tlog.Hash // and its root
+	var forked bool    // the pass built on a log that lost what this process saw
 	runs := 0
 	// Alone: not grouped with other writes of this process, so the
 	// sequencing commit does not wait for a whole batch of them.
@@ -277,9 +280,11 @@ func (s *Switchboard) runPass(ctx context.Context, p *seqPass) {
 		// The pass writes the log's state back: locked, so that a purge
 		// committing meanwhile is not undone (Reap moves the log's start
 		// in a transaction of its own).
-		if _, err := t.lockLogState(); err != nil {
+		st, err := t.lockLogState()
+		if err != nil {
 			return err
 		}
+		start := st.Size
 		held = t.now.Add(s.cfg.SequencerLease)
 		if err := t.tx.Put(tMeta, []byte(sequencerKey), encodeLease(s.seq.id, held)); err != nil {
 			return err
@@ -294,6 +299,20 @@ func (s *Switchboard) runPass(ctx context.Context, p *seqPass) {
 			return err
 		}
 		t.logged, p.n, size = len(evs), len(evs), t.log.Size
+		hs, err := t.hashes().ReadHashes(frontierIndexes(size))
+		if err != nil {
+			return err
+		}
+		root = foldFrontier(hs)
+		forked = false
+		if seen, ok := s.seen.get(); ok && start != seen.Size {
+			// Another process sequenced since, or the log is not the
+			// one this process built on (a failover lost its end): the
+			// new tree must still hold what this process saw. If not,
+			// sequencing goes on, and the mark stays where it was, for
+			// the next signature to refuse.
+			forked = s.matchTree(t, t.log, seen, "this process", "sequenced or signed", false) != nil
+		}
 		t.sequenced, t.soleUntil = evs, s.surelyHeld(held)
 		if t.locker != nil && runs == 1 && !s.seq.unchained {
 			// The commit follows: begin the next pass now.
@@ -307,6 +326,11 @@ func (s *Switchboard) runPass(ctx context.Context, p *seqPass) {
 		s.seq.held = held
 		s.seq.tree.committed(size)
 		p.size = size
+		if forked {
+			s.seen.fork()
+		} else {
+			s.seen.note(size, root)
+		}
 	}
 	if p.err != nil && !errors.Is(p.err, errPassAbandoned) {
 		// The commit may have run: what this process holds of the log's

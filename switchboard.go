@@ -233,6 +233,7 @@ type Switchboard struct {
 	logVKey      string
 	logVerifiers []note.Verifier // logVerifier, then PreviousLogKeys'
 	logProblem   logProblem      // the last checkpoint problem, reported once
+	seen         seenLog         // the largest tree this process sequenced or signed
 	witnesses    []witness
 }
 

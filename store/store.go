@@ -306,3 +306,19 @@ func Alone(ctx context.Context) context.Context { return context.WithValue(ctx, 
 
 // IsAlone reports whether ctx was marked by Alone.
 func IsAlone(ctx context.Context) bool { v, _ := ctx.Value(aloneKey{}).(bool); return v }
+
+type callersTxKey struct{}
+
+// InCallersTx returns ctx marked as running inside a transaction of the
+// caller's own, which commits (or rolls back) only after the call returns —
+// a store sets it on a context whose calls join an application's
+// transaction (store/postgres's WithTx). Nothing a call writes under it is
+// committed when the call returns, so a call must not report part of its
+// work as done while another part failed: the caller's rollback undoes
+// both.
+func InCallersTx(ctx context.Context) context.Context {
+	return context.WithValue(ctx, callersTxKey{}, true)
+}
+
+// IsInCallersTx reports whether ctx was marked by InCallersTx.
+func IsInCallersTx(ctx context.Context) bool { v, _ := ctx.Value(callersTxKey{}).(bool); return v }

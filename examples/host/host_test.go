@@ -407,9 +407,11 @@ func TestTwoHosts(t *testing.T) {
 
 	// Whoever can write X's store rewrites its history — and, so that X
 	// itself has nothing to compare with, deletes its stored checkpoint
-	// and what it knew of Y's witness. X signs the forgery (its key is
-	// real), but Y's witness, which cosigned X's genuine log, refuses it:
-	// X's checkpoint is not cosigned, and X reports the log broken.
+	// and what it knew of Y's witness. The running X still remembers the
+	// tree it signed, and refuses. Restarted, X has nothing left to
+	// compare with and signs the forgery (its key is real), but Y's
+	// witness, which cosigned X's genuine log, refuses it: X's checkpoint
+	// is not cosigned, and X reports the log broken.
 	require.NoError(t, switchboardtest.RewriteAuditEvent(context.Background(), x.st, 1, func(leaf []byte) []byte {
 		return bytes.Replace(leaf, []byte(`"persona.published"`), []byte(`"persona.unpublish"`), 1)
 	}))
@@ -418,6 +420,13 @@ func TestTwoHosts(t *testing.T) {
 	}))
 	alice.publish("alice-bot-2", "Alice's second bot", false) // the log grows
 	_, err = x.sb.Checkpoint(context.Background())
+	require.ErrorIs(t, err, switchboard.ErrAuditBroken)
+	require.ErrorContains(t, err, "this process sequenced or signed")
+	restarted, err := switchboard.New(x.st, &switchboard.Config{Issuers: []switchboard.Issuer{x.is.Config()}, LogKey: xLog, Clock: x.clock,
+		Witnesses: []switchboard.WitnessConfig{{Witness: askY, Key: yWitV}}})
+	require.NoError(t, err)
+	defer restarted.Close()
+	_, err = restarted.Checkpoint(context.Background())
 	require.ErrorIs(t, err, switchboard.ErrAuditBroken)
 	require.ErrorContains(t, err, "witness y.test/witness refused")
 	forged := mustStoredCheckpoint(t, x)

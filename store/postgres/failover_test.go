@@ -247,13 +247,26 @@ func lastEventSeq(t *testing.T, sb *switchboard.Switchboard) uint64 {
 }
 
 // An asynchronous standby that is behind when the primary dies loses
-// what it had not received — acknowledged creates and the checkpoint that
-// signed them. The library notices: the checkpoint kept outside the
-// database covers events the promoted server does not hold, so CheckLog
-// reports ErrAuditBroken saying what to do, and Checkpoint refuses to sign
-// a history over the gap. The runbook (docs/scaling.md) then archives the
-// kept checkpoint and lets signing resume from the promoted server's own.
+// what it had not received — acknowledged creates, and the audit events
+// that recorded them. The library notices and refuses to sign over the
+// gap: CheckLog and Checkpoint report ErrAuditBroken. Two ways:
+//
+//   - "signed": the lost events were covered by a checkpoint, kept outside
+//     the database (Config.Checkpoints), which the promoted server's log
+//     no longer reaches. The runbook (docs/scaling.md) then archives the
+//     kept checkpoint and signing resumes from the promoted server's own.
+//   - "sequenced": no checkpoint covered them, and none is kept outside;
+//     the process that sequenced them remembers the tree it built, and
+//     the promoted server's log is behind it. A restart forgets that (it
+//     is in memory), so the runbook's step is a restart.
 func TestAsyncFailoverLossIsReported(t *testing.T) {
+	for _, signed := range []bool{true, false} {
+		name := map[bool]string{true: "signed", false: "sequenced"}[signed]
+		t.Run(name, func(t *testing.T) { asyncLoss(t, signed) })
+	}
+}
+
+func asyncLoss(t *testing.T, signed bool) {
 	primary := newPrimary(t)
 	standby := primary.newStandby("s1")
 	dsn := failoverDSN(primary, standby)
@@ -261,7 +274,10 @@ func TestAsyncFailoverLossIsReported(t *testing.T) {
 	require.NoError(t, err)
 	keptPath := filepath.Join(t.TempDir(), "checkpoint")
 	d := newDeploymentOn(t, dsn, postgres.Options{}, switchboard.Quotas{}, 100*time.Millisecond, func(c *switchboard.Config) {
-		c.LogKey, c.Checkpoints = skey, switchboard.CheckpointFile(keptPath)
+		c.LogKey = skey
+		if signed {
+			c.Checkpoints = switchboard.CheckpointFile(keptPath)
+		}
 	})
 	_, friend, _ := d.friend()
 	ctx := context.Background()
@@ -270,6 +286,7 @@ func TestAsyncFailoverLossIsReported(t *testing.T) {
 			_, _, err := d.sb.CreateFor(ctx, friend, "inbox", switchboard.NewTodo{Kind: "async"})
 			require.NoError(t, err)
 		}
+		sequenced(t, d.sb, d.st)
 	}
 	create(5)
 	replicated, err := d.sb.Checkpoint(ctx)
@@ -280,13 +297,16 @@ func TestAsyncFailoverLossIsReported(t *testing.T) {
 	}, 30*time.Second, 10*time.Millisecond, "the standby did not catch up")
 
 	// The standby falls behind (it is stopped), the primary acknowledges
-	// more and signs them, then dies; the standby comes back and is
-	// promoted with what it had.
+	// more (and, in "signed", signs them), then dies; the standby comes
+	// back and is promoted with what it had.
 	standby.stop()
 	create(5)
-	lost, err := d.sb.Checkpoint(ctx)
-	require.NoError(t, err)
-	require.Greater(t, lost.Size, replicated.Size)
+	var lost switchboard.Checkpoint
+	if signed {
+		lost, err = d.sb.Checkpoint(ctx)
+		require.NoError(t, err)
+		require.Greater(t, lost.Size, replicated.Size)
+	}
 	primary.kill()
 	standby.start()
 	standby.promote()
@@ -299,20 +319,32 @@ func TestAsyncFailoverLossIsReported(t *testing.T) {
 	t.Logf("CheckLog after the failover: %v", checkErr)
 	var ae *switchboard.AuditError
 	require.ErrorAs(t, checkErr, &ae)
+	// New events are sequenced meanwhile onto the shorter log, past
+	// its old length: still refused, the history having forked where the
+	// loss began.
+	create(8)
 	_, err = d.sb.Checkpoint(ctx)
 	require.ErrorIs(t, err, switchboard.ErrAuditBroken, "a history over the gap must not be signed")
+	t.Logf("Checkpoint after more writes: %v", err)
+	if !signed {
+		return
+	}
 	_, err = d.sb.VerifyAudit(ctx, lost)
 	require.Error(t, err, "the lost checkpoint's events are gone")
 
 	// The runbook: keep the lost checkpoint as the record of what was
-	// lost, remove it from where the Switchboard keeps it, and signing
-	// resumes from the last checkpoint the promoted server holds.
+	// lost, remove it from where the Switchboard keeps it, restart, and
+	// signing resumes from the last checkpoint the promoted server holds.
 	require.NoError(t, renameAside(keptPath))
-	require.NoError(t, d.sb.CheckLog(ctx))
-	resumed, err := d.sb.Checkpoint(ctx)
+	restarted, err := switchboard.New(d.st, &switchboard.Config{Issuers: []switchboard.Issuer{d.iss.Config()}, LogKey: skey,
+		Checkpoints: switchboard.CheckpointFile(keptPath)})
+	require.NoError(t, err)
+	defer restarted.Close()
+	require.NoError(t, restarted.CheckLog(ctx))
+	resumed, err := restarted.Checkpoint(ctx)
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, resumed.Size, replicated.Size)
-	_, err = d.sb.VerifyAudit(ctx, replicated)
+	_, err = restarted.VerifyAudit(ctx, replicated)
 	require.NoError(t, err, "consistent with what the standby had")
 }
 

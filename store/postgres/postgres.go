@@ -410,6 +410,8 @@ func (s *Store) View(ctx context.Context, fn func(store.Tx) error) error {
 	}
 	defer s.leave()
 	if tx := txFrom(ctx); tx != nil {
+		ctx, stop := s.bound(ctx)
+		defer stop()
 		if err := checkTx(ctx, tx); err != nil {
 			return err
 		}
@@ -665,7 +667,7 @@ func (s *Store) once(ctx context.Context, fn func(store.Tx) error, iso isolation
 	if err := w.Apply(&c); err != nil {
 		return err
 	}
-	missing, err := s.checkPartitions(rd, &c)
+	missing, err := s.checkPartitions(rd, &c, true)
 	if err != nil {
 		return err
 	}
@@ -742,7 +744,7 @@ type txKey struct{}
 // have written the table once before (any earlier call did): creating a
 // table's partition inside tx would lock the parent table until tx ends.
 func WithTx(ctx context.Context, tx pgx.Tx) context.Context {
-	return context.WithValue(ctx, txKey{}, tx)
+	return store.InCallersTx(context.WithValue(ctx, txKey{}, tx))
 }
 
 func txFrom(ctx context.Context) pgx.Tx {
@@ -768,6 +770,8 @@ func checkTx(ctx context.Context, tx pgx.Tx) error {
 // NOTIFY is transactional, so other processes hear of the writes only if
 // and when tx commits.
 func (s *Store) inTx(ctx context.Context, tx pgx.Tx, fn func(store.Tx) error, locking bool) error {
+	ctx, stop := s.bound(ctx) // Close cuts it off too
+	defer stop()
 	if err := checkTx(ctx, tx); err != nil {
 		return err
 	}
@@ -784,7 +788,7 @@ func (s *Store) inTx(ctx context.Context, tx pgx.Tx, fn func(store.Tx) error, lo
 	if err := w.Apply(&c); err != nil {
 		return err
 	}
-	missing, err := s.checkPartitions(rd, &c)
+	missing, err := s.checkPartitions(rd, &c, false)
 	if err != nil {
 		return err
 	}
@@ -833,7 +837,11 @@ func (s *Store) loadPartitions(ctx context.Context) error {
 // checkPartitions returns the tables c writes whose partition this process
 // has not seen and the server does not have (another process may have
 // created one).
-func (s *Store) checkPartitions(rd *reader, c *collector) ([]string, error) {
+//
+// remember is false inside an application's transaction (WithTx): a
+// partition found there may be one an earlier call of the same
+// transaction created, which a rollback undoes.
+func (s *Store) checkPartitions(rd *reader, c *collector, remember bool) ([]string, error) {
 	var missing []string
 	for _, names := range [][]string{c.order, c.appendOrder} {
 		for _, name := range names {
@@ -846,7 +854,9 @@ func (s *Store) checkPartitions(rd *reader, c *collector) ([]string, error) {
 				return nil, err
 			}
 			if len(rows) > 0 {
-				s.parts.Store(part, struct{}{})
+				if remember {
+					s.parts.Store(part, struct{}{})
+				}
 				continue
 			}
 			missing = append(missing, name)

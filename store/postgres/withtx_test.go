@@ -2,6 +2,8 @@ package postgres_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -9,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchboardhq/switchboard"
+	"github.com/switchboardhq/switchboard/store"
 	"github.com/switchboardhq/switchboard/store/postgres"
 )
 
@@ -99,4 +102,64 @@ func TestCreateForInsideTheApplicationsTransaction(t *testing.T) {
 	_, _, err = d.sb.CreateFor(postgres.WithTx(ctx, tx), friend, "inbox", switchboard.NewTodo{Kind: "decided"})
 	require.ErrorIs(t, err, postgres.ErrTxIsolation)
 	require.NoError(t, tx.Commit(ctx))
+}
+
+// A table's partition created inside an application's transaction that
+// then rolls back is not remembered: the store goes on writing that table
+// (creating the partition again) as if the transaction never ran.
+func TestWithTxRollbackForgetsNewPartitions(t *testing.T) {
+	dsn := testDSN(t)
+	st := open(t, dsn, postgres.Options{Table: freshTable(t, dsn)})
+	defer st.Close()
+	ctx := context.Background()
+	app, err := pgx.Connect(ctx, dsn)
+	require.NoError(t, err)
+	defer app.Close(ctx)
+	tx, err := app.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.Serializable})
+	require.NoError(t, err)
+	in := postgres.WithTx(ctx, tx)
+	for i := range 2 { // the second call finds the partition the first created
+		require.NoError(t, st.Update(in, func(tx store.Tx) error { return tx.Put("fresh", []byte{byte(i)}, []byte("v")) }))
+	}
+	require.NoError(t, tx.Rollback(ctx))
+	require.NoError(t, st.Update(ctx, func(tx store.Tx) error { return tx.Put("fresh", []byte{9}, []byte("v")) }))
+	require.NoError(t, st.View(ctx, func(tx store.Tx) error {
+		if _, err := tx.Get("fresh", []byte{0}); !errors.Is(err, store.ErrNotFound) {
+			return fmt.Errorf("a rolled-back write is there: %v", err)
+		}
+		_, err := tx.Get("fresh", []byte{9})
+		return err
+	}))
+}
+
+// Close cuts off a call running in an application's transaction too,
+// CloseTimeout after it began.
+func TestCloseCutsOffWithTxCalls(t *testing.T) {
+	dsn := testDSN(t)
+	table := freshTable(t, dsn)
+	st := open(t, dsn, postgres.Options{Table: table, CloseTimeout: 500 * time.Millisecond})
+	ctx := context.Background()
+	require.NoError(t, st.Update(ctx, func(tx store.Tx) error { return tx.Put("a", []byte{1}, []byte("v")) }))
+	locker, err := pgx.Connect(ctx, dsn)
+	require.NoError(t, err)
+	defer locker.Close(ctx)
+	ltx, err := locker.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = ltx.Rollback(ctx) }()
+	_, err = ltx.Exec(ctx, `LOCK TABLE `+table+` IN ACCESS EXCLUSIVE MODE`)
+	require.NoError(t, err)
+	app, err := pgx.Connect(ctx, dsn)
+	require.NoError(t, err)
+	defer app.Close(ctx)
+	tx, err := app.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.Serializable})
+	require.NoError(t, err)
+	blocked := make(chan error, 1)
+	go func() {
+		blocked <- st.Update(postgres.WithTx(ctx, tx), func(tx store.Tx) error { _, err := tx.Get("a", []byte{1}); return err })
+	}()
+	time.Sleep(200 * time.Millisecond) // it waits on the lock
+	start := time.Now()
+	require.NoError(t, st.Close())
+	require.Less(t, time.Since(start), 5*time.Second, "Close waited past CloseTimeout")
+	require.Error(t, <-blocked)
 }

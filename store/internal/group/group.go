@@ -55,9 +55,15 @@ type call struct {
 	// for a run in progress to end, then marks the call gone, so fn never
 	// runs (or runs again, on a retry) once its caller has returned — fn
 	// writes the caller's variables.
-	mu   sync.Mutex
-	ran  bool // fn has run at least once: its writes may commit
-	gone bool // the caller returned: fn must not run again
+	mu      sync.Mutex
+	ran     bool  // fn has run at least once: its writes may commit
+	gone    bool  // the caller returned: fn must not run again
+	fnErr   error // fn's last outcome: an error or a panic means
+	fnPanic any   // nothing of that run is written
+	// cancelBatch cuts off the transaction of the batch running fn
+	// (Bounded): a caller that gives up while fn waits on the server
+	// ends the wait rather than waiting for its batch-mates' deadlines.
+	cancelBatch atomic.Pointer[context.CancelFunc]
 }
 
 // Config configures a Committer.
@@ -122,15 +128,28 @@ func (g *Committer) Update(ctx context.Context, fn func(store.Tx) error) error {
 		select {
 		case <-c.done:
 		case <-ctx.Done():
-			c.mu.Lock() // waits for a run of fn in progress
+			if !c.mu.TryLock() {
+				// fn is running, perhaps waiting on the server: cut its
+				// batch's transaction off (the others in it run again
+				// alone), then wait for fn to return.
+				if cancel := c.cancelBatch.Load(); cancel != nil {
+					(*cancel)()
+				}
+				c.mu.Lock()
+			}
 			c.gone = true
-			ran := c.ran
+			ran, fnErr, fnPanic := c.ran, c.fnErr, c.fnPanic
 			c.mu.Unlock()
 			select {
 			case <-c.done: // it finished meanwhile
 			default:
-				if !ran {
+				switch {
+				case fnPanic != nil:
+					panic(fnPanic) // nothing of it was written
+				case !ran:
 					return fmt.Errorf("%s: update: %w", g.name, ctx.Err())
+				case fnErr != nil:
+					return fnErr // nothing of it was written
 				}
 				return fmt.Errorf("%s: update: %w: %w", g.name, store.ErrCommitUnknown, ctx.Err())
 			}
@@ -156,18 +175,24 @@ func (c *call) runFn(tx store.Tx) (err error, skipped bool) {
 		return nil, true
 	}
 	c.ran = true
-	return run(c, func() error { return c.fn(tx) }), false
+	c.panic = nil
+	c.fnErr = run(c, func() error { return c.fn(tx) })
+	c.fnPanic = c.panic
+	return c.fnErr, false
 }
 
 // batchContext returns the context batch's transaction runs under: with
 // Bounded, one that ends once every caller's context has ended (nobody is
-// left waiting for the commit), else context.Background(). stop releases
-// it.
+// left waiting for the commit) or a caller gives up while its fn runs
+// (call.cancelBatch), else context.Background(). stop releases it.
 func (g *Committer) batchContext(batch []*call) (context.Context, func()) {
 	if !g.bounded {
 		return context.Background(), func() {}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
+	for _, c := range batch {
+		c.cancelBatch.Store(&cancel)
+	}
 	var live atomic.Int32
 	live.Store(int32(len(batch)))
 	stops := make([]func() bool, len(batch))
@@ -307,23 +332,25 @@ func (g *Committer) commit(batch []*call) {
 	}
 }
 
-// alone runs c in a transaction of its own.
+// alone runs c in a transaction of its own. A panic of fn, or of the
+// transaction itself, is kept for the caller's goroutine.
 func (g *Committer) alone(c *call) {
 	c.err, c.panic = nil, nil
 	if err := c.ctx.Err(); err != nil {
 		c.err = fmt.Errorf("%s: update: %w", g.name, err)
 		return
 	}
-	c.err = g.txn(c.ctx, func(base store.Tx) error {
-		c.panic = nil
-		err, skipped := c.runFn(base)
-		if skipped {
-			return fmt.Errorf("%s: update: %w", g.name, context.Cause(c.ctx))
-		}
-		if c.panic != nil {
-			return errPanicked
-		}
-		return err
+	c.err = run(c, func() error {
+		return g.txn(c.ctx, func(base store.Tx) error {
+			err, skipped := c.runFn(base)
+			switch {
+			case skipped:
+				return fmt.Errorf("%s: update: %w", g.name, context.Cause(c.ctx))
+			case c.fnPanic != nil:
+				return errPanicked // rolled back; re-raised by the caller
+			}
+			return err
+		})
 	})
 	if c.panic != nil {
 		c.err = nil
