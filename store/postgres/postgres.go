@@ -873,6 +873,13 @@ func (s *Store) checkPartitions(rd *reader, c *collector, remember bool) ([]stri
 // COMMIT ran: the outcome is unknown, and the transaction must not be run
 // again as if it had not committed.
 func commitMayHaveRun(err error) bool {
+	// pgx prepares the statements it has not seen on the connection in a
+	// round trip of their own before it sends the batch: a failure there
+	// (a lost connection, the caller's deadline) sent no COMMIT.
+	var pre pgx.ErrPreprocessingBatch
+	if errors.As(err, &pre) {
+		return false
+	}
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
 		sev := pe.SeverityUnlocalized
