@@ -11,11 +11,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/url"
 	"slices"
 	"strings"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/coreos/go-oidc/v3/oidc"
 	jose "github.com/go-jose/go-jose/v4"
@@ -40,8 +40,49 @@ func (h Human) validate() error {
 	return nil
 }
 
-// key is the human's identity as an index key component.
-func (h Human) key() string { return url.QueryEscape(h.Issuer) + "#" + url.QueryEscape(h.Subject) }
+// key is the human's identity as an index key component: the issuer and
+// the subject, each as url.QueryEscape writes it (stored keys depend on the
+// exact bytes), joined by "#" — written in one allocation, as every agent
+// call and friend request builds it several times.
+func (h Human) key() string {
+	b := make([]byte, 0, queryEscapedLen(h.Issuer)+1+queryEscapedLen(h.Subject))
+	b = appendQueryEscape(b, h.Issuer)
+	b = append(b, '#')
+	b = appendQueryEscape(b, h.Subject)
+	return unsafe.String(unsafe.SliceData(b), len(b)) // b is never written again
+}
+
+// queryUnreserved reports whether url.QueryEscape keeps c as it is.
+func queryUnreserved(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_' || c == '.' || c == '~'
+}
+
+// queryEscapedLen is len(url.QueryEscape(s)).
+func queryEscapedLen(s string) int {
+	n := len(s)
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !queryUnreserved(c) && c != ' ' {
+			n += 2
+		}
+	}
+	return n
+}
+
+// appendQueryEscape appends url.QueryEscape(s) to b.
+func appendQueryEscape(b []byte, s string) []byte {
+	const hex = "0123456789ABCDEF"
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case queryUnreserved(c):
+			b = append(b, c)
+		case c == ' ':
+			b = append(b, '+')
+		default:
+			b = append(b, '%', hex[c>>4], hex[c&15])
+		}
+	}
+	return b
+}
 
 // Provenance is what was verified about the human behind a friend request.
 // It never holds the token itself, only its hash.
