@@ -791,6 +791,24 @@ func (f checkpointFile) Save(_ context.Context, signed []byte) error {
 	return d.Sync()
 }
 
+// holdsTree reports whether the log, in state st, holds the tree cp
+// states: at least cp's events, and the tree at cp's size hashing to its
+// root (a tree older than the log's retention is taken as held). An error
+// is a failure to read, not a verdict.
+func holdsTree(t *txn, st *logState, cp Checkpoint) (bool, error) {
+	if cp.Size > st.Size {
+		return false, nil
+	}
+	if cp.Size < st.Purged {
+		return true, nil
+	}
+	hs, err := t.hashes().ReadHashes(frontierIndexes(cp.Size))
+	if err != nil {
+		return false, err
+	}
+	return foldFrontier(hs) == cp.Root, nil
+}
+
 // seenLog is the largest tree this process sequenced (as the audit log's
 // sequencer) or signed, in memory: checked before every signature like a
 // kept checkpoint, so a database that comes back with less (a failover to
@@ -820,10 +838,16 @@ func (l *seenLog) fork() {
 	l.forked = true
 }
 
-func (l *seenLog) get() (Checkpoint, bool) {
+// get returns the mark, or nil if there is none. Read it before the
+// transaction that checks the log against it begins, so that the commits
+// it stands for are in that transaction's snapshot.
+func (l *seenLog) get() *Checkpoint {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return Checkpoint{Size: l.size, Root: l.root}, l.size > 0
+	if l.size == 0 {
+		return nil
+	}
+	return &Checkpoint{Size: l.size, Root: l.root}
 }
 
 // logProblem is the last checkpoint problem Reap met: reported (logged)
@@ -886,6 +910,9 @@ func (s *Switchboard) checkpoint(ctx context.Context) (Checkpoint, error) {
 	if s.logSigner == nil {
 		return Checkpoint{}, ErrNoLogKey
 	}
+	// What this process saw, read before the transactions below begin:
+	// every commit it stands for is then in their snapshots.
+	seen := s.seen.get()
 	kept, err := s.keptCheckpoint(ctx)
 	if err != nil {
 		return Checkpoint{}, err
@@ -893,7 +920,7 @@ func (s *Switchboard) checkpoint(ctx context.Context) (Checkpoint, error) {
 	var cp Checkpoint
 	fresh := false
 	err = s.view(ctx, func(t *txn) error {
-		a, err := s.checkAnchors(t, kept, false)
+		a, err := s.checkAnchors(t, kept, seen, false)
 		cp, fresh = a.stored, a.fresh
 		return err
 	})
@@ -903,7 +930,7 @@ func (s *Switchboard) checkpoint(ctx context.Context) (Checkpoint, error) {
 	if !fresh {
 		err = s.update(ctx, func(t *txn) error {
 			var err error
-			cp, err = s.signCheckpoint(t, kept)
+			cp, err = s.signCheckpoint(t, kept, seen)
 			return err
 		})
 		if err != nil {
@@ -938,10 +965,11 @@ func (s *Switchboard) CheckLog(ctx context.Context) error {
 	if s.logSigner == nil {
 		return fmt.Errorf("switchboard: check log: %w", ErrNoLogKey)
 	}
+	seen := s.seen.get() // before the view's snapshot (see checkpoint)
 	kept, err := s.keptCheckpoint(ctx)
 	if err == nil {
 		err = s.view(ctx, func(t *txn) error {
-			_, err := s.checkAnchors(t, kept, true)
+			_, err := s.checkAnchors(t, kept, seen, true)
 			return err
 		})
 	}
@@ -981,7 +1009,7 @@ type anchors struct {
 // any) each cover no more events than the log holds and match the tree at
 // their size; the stored one is no older than kept; and, with leaves,
 // every event past the stored checkpoint hashes to its stored leaf.
-func (s *Switchboard) checkAnchors(t *txn, kept *Checkpoint, leaves bool) (anchors, error) {
+func (s *Switchboard) checkAnchors(t *txn, kept, seen *Checkpoint, leaves bool) (anchors, error) {
 	var a anchors
 	st, err := t.logState()
 	if err != nil {
@@ -1020,11 +1048,11 @@ func (s *Switchboard) checkAnchors(t *txn, kept *Checkpoint, leaves bool) (ancho
 			return a, &AuditError{Seq: seqOf(a.stored.Size), Reason: fmt.Sprintf("the stored checkpoint (%d events) is older than the one kept outside the store (%d events): it was replaced", a.stored.Size, kept.Size)}
 		}
 	}
-	if seen, ok := s.seen.get(); ok {
+	if seen != nil {
 		// What this process itself sequenced or signed: a log behind
 		// it lost what this process saw (a failover to a standby that
 		// was behind), even past the last checkpoint anyone kept.
-		if err := s.matchTree(t, st, seen, "this process", "sequenced or signed", false); err != nil {
+		if err := s.matchTree(t, st, *seen, "this process", "sequenced or signed", false); err != nil {
 			return a, err
 		}
 	}
@@ -1120,8 +1148,8 @@ func checkLeaves(t *txn, st *logState, from uint64) error {
 // unless the stored one already covers it with the current key, after
 // checkAnchors found the stored history intact; the checkpoint's frontier
 // hashes are stored beside it (see matchTree).
-func (s *Switchboard) signCheckpoint(t *txn, kept *Checkpoint) (Checkpoint, error) {
-	a, err := s.checkAnchors(t, kept, true)
+func (s *Switchboard) signCheckpoint(t *txn, kept, seen *Checkpoint) (Checkpoint, error) {
+	a, err := s.checkAnchors(t, kept, seen, true)
 	if err != nil || a.fresh {
 		return a.stored, err
 	}

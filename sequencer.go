@@ -305,13 +305,17 @@ func (s *Switchboard) runPass(ctx context.Context, p *seqPass) {
 		}
 		root = foldFrontier(hs)
 		forked = false
-		if seen, ok := s.seen.get(); ok && start != seen.Size {
+		if seen := s.seen.get(); seen != nil && start != seen.Size {
 			// Another process sequenced since, or the log is not the
 			// one this process built on (a failover lost its end): the
 			// new tree must still hold what this process saw. If not,
 			// sequencing goes on, and the mark stays where it was, for
 			// the next signature to refuse.
-			forked = s.matchTree(t, t.log, seen, "this process", "sequenced or signed", false) != nil
+			holds, err := holdsTree(t, t.log, *seen)
+			if err != nil {
+				return err // a read failed: the pass runs again
+			}
+			forked = !holds
 		}
 		t.sequenced, t.soleUntil = evs, s.surelyHeld(held)
 		if t.locker != nil && runs == 1 && !s.seq.unchained {

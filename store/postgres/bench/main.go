@@ -84,7 +84,7 @@ var (
 	workers  = flag.Int("workers", 16, "workers (and creators) in all, split over the processes")
 	noRiver  = flag.Bool("switchboard-only", false, "skip River and the claim figures (for profiling)")
 	dsnFlag  = flag.String("dsn", os.Getenv("SWITCHBOARD_POSTGRES_DSN"), "PostgreSQL DSN (default $SWITCHBOARD_POSTGRES_DSN)")
-	pgStats  = flag.Bool("server-cost", true, "print what each lifecycle round cost the server per completed todo (commits, rows written, WAL bytes, server CPU); -server-cost=false skips it")
+	pgStats  = flag.Bool("server-cost", true, "print what each lifecycle round cost the server per todo created and completed (commits, rows written, WAL bytes, server CPU); -server-cost=false skips it")
 )
 
 const childEnv = "SWITCHBOARD_BENCH_CHILD"
@@ -105,9 +105,14 @@ type job struct {
 }
 
 type result struct {
-	Done    int64          `json:"done"`
-	Elapsed time.Duration  `json:"elapsed"`
-	Stats   postgres.Stats `json:"stats"`
+	Done    int64         `json:"done"`
+	Elapsed time.Duration `json:"elapsed"`
+	// Inserted is how many todos (jobs) the child created in the round;
+	// after it the child drains the queue with the server cost still
+	// counted, so that cost divides by whole lifecycles (creators outrun
+	// workers while the round runs).
+	Inserted int64          `json:"inserted,omitempty"`
+	Stats    postgres.Stats `json:"stats"`
 	// Created is, in lifecycle children, when each CreateFor returned
 	// (Unix nanoseconds) by todo id: the commit a subscriber's delivery
 	// of the todo's created event is measured from.
@@ -304,7 +309,7 @@ func (d *deployment) fill(n int) {
 }
 
 // spawn runs j in procs children at once and sums what they report.
-func spawn(j job, procs int) (done int64, elapsed time.Duration, stats postgres.Stats, created map[string]int64) {
+func spawn(j job, procs int) (done int64, elapsed time.Duration, stats postgres.Stats, created map[string]int64, inserted int64) {
 	created = map[string]int64{}
 	j.DSN = *dsnFlag
 	j.Workers = max(1, *workers/procs)
@@ -325,6 +330,7 @@ func spawn(j job, procs int) (done int64, elapsed time.Duration, stats postgres.
 			must(json.Unmarshal(out, &r))
 			mu.Lock()
 			done += r.Done
+			inserted += r.Inserted
 			elapsed = max(elapsed, r.Elapsed)
 			stats.Commits += r.Stats.Commits
 			stats.Retries += r.Stats.Retries
@@ -337,7 +343,7 @@ func spawn(j job, procs int) (done int64, elapsed time.Duration, stats postgres.
 		})
 	}
 	wg.Wait()
-	return done, elapsed, stats, created
+	return done, elapsed, stats, created, inserted
 }
 
 func retried(s postgres.Stats) string {
@@ -358,7 +364,7 @@ func claims(opts postgres.Options, procs int) figure {
 	defer d.drop()
 	d.fill(int(dur.Seconds()*2500) + 1000) // more than the run can claim
 	opts.Table = d.table
-	done, el, stats, _ := spawn(job{Options: opts, Scenario: "claim", Worker: string(d.worker)}, procs)
+	done, el, stats, _, _ := spawn(job{Options: opts, Scenario: "claim", Worker: string(d.worker)}, procs)
 	return figure{float64(done) / el.Seconds(), retried(stats)}
 }
 
@@ -419,9 +425,9 @@ func lifecycle(procs int, subscribe bool) (float64, postgres.Stats, latencies) {
 		})
 	}
 	before := serverCost()
-	done, el, stats, created := spawn(job{Options: postgres.Options{Table: d.table}, Scenario: "lifecycle", Friend: string(d.friend), Worker: string(d.worker)}, procs)
-	reportCost("switchboard", procs, done, before)
-	reportTables(d.table, done)
+	done, el, stats, created, inserted := spawn(job{Options: postgres.Options{Table: d.table}, Scenario: "lifecycle", Friend: string(d.friend), Worker: string(d.worker)}, procs)
+	reportCost("switchboard", procs, inserted, before)
+	reportTables(d.table, inserted)
 	stop()
 	wg.Wait()
 	if subscribe {
@@ -472,8 +478,8 @@ func riverLifecycle(procs int) float64 {
 	_, err = m.Migrate(ctx, rivermigrate.DirectionUp, nil)
 	must(err)
 	before := serverCost()
-	done, el, _, _ := spawn(job{Scenario: "river", Schema: schema}, procs)
-	reportCost("River", procs, done, before)
+	done, el, _, _, inserted := spawn(job{Scenario: "river", Schema: schema}, procs)
+	reportCost("River", procs, inserted, before)
 	return float64(done) / el.Seconds()
 }
 
@@ -571,7 +577,9 @@ func serverCPU(dir string) float64 {
 	return total / 100
 }
 
-// reportCost prints the server's work per completed todo since before.
+// reportCost prints the server's work per todo since before: the round
+// and the drain after it, over the todos created in the round — each
+// created and completed once.
 func reportCost(who string, procs int, done int64, before cost) {
 	if !*pgStats || done == 0 {
 		return
@@ -582,7 +590,7 @@ func reportCost(who string, procs int, done int64, before cost) {
 	if before.cpu >= 0 && after.cpu >= 0 {
 		cpu = fmt.Sprintf("%.0f µs server CPU", (after.cpu-before.cpu)/n*1e6)
 	}
-	fmt.Fprintf(os.Stderr, "server cost, %s, %d process(es): %.2f commits, %.1f rows written, %.0f WAL bytes, %s per todo (%d todos)\n",
+	fmt.Fprintf(os.Stderr, "server cost, %s, %d process(es): %.2f commits, %.1f rows written, %.0f WAL bytes, %s per todo created and completed (%d todos)\n",
 		who, procs, (after.commits-before.commits)/n, (after.rows-before.rows)/n, (after.wal-before.wal)/n, cpu, done)
 }
 
@@ -632,6 +640,10 @@ func runChild(j job) result {
 	case "lifecycle":
 		r.Created = map[string]int64{}
 		r.Done, r.Elapsed = work(sb, switchboard.Credential(j.Friend), switchboard.Credential(j.Worker), j.Workers, j.Workers, j.Start, j.Duration, &r)
+		r.Inserted = int64(len(r.Created))
+		// Drain, untimed, so the server cost covers whole lifecycles.
+		must(sb.Work(ctx, switchboard.Credential(j.Worker), "inbox", func(context.Context, switchboard.Todo) ([]byte, error) { return nil, nil },
+			&switchboard.WorkOptions{Concurrency: j.Workers, UntilEmpty: true}))
 	}
 	r.Stats = st.Stats()
 	return r
@@ -748,11 +760,14 @@ func riverChild(j job) result {
 	defer stop()
 	done.Store(0)
 	var wg sync.WaitGroup
+	var inserted atomic.Int64
 	for range j.Workers {
 		wg.Go(func() {
 			for wctx.Err() == nil {
 				if _, err := client.Insert(wctx, benchArgs{Payload: make([]byte, 256)}, nil); err != nil && wctx.Err() == nil {
 					must(err)
+				} else if err == nil {
+					inserted.Add(1)
 				}
 			}
 		})
@@ -761,8 +776,18 @@ func riverChild(j job) result {
 	n := done.Load()
 	el := time.Since(j.Start)
 	wg.Wait()
+	// Drain, untimed, so the server cost covers whole lifecycles: until
+	// no job of the schema waits or runs (other children's included).
+	for {
+		var left int
+		must(pool.QueryRow(ctx, `SELECT count(*) FROM `+j.Schema+`.river_job WHERE state NOT IN ('completed', 'discarded', 'cancelled')`).Scan(&left))
+		if left == 0 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	must(client.Stop(context.Background()))
-	return result{Done: n, Elapsed: el}
+	return result{Done: n, Elapsed: el, Inserted: inserted.Load()}
 }
 
 func envDur(name string, def time.Duration) time.Duration {
