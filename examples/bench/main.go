@@ -466,7 +466,7 @@ func (b *bench) fill(n int, todo func(i int) switchboard.NewTodo) (*bolt.Store, 
 // the median of each queue's round means and the median of the rounds'
 // ratios.
 func (b *bench) claim() {
-	const rounds, per = 10, 100
+	const rounds, per = 10, 300
 	ready := func(int) switchboard.NewTodo { return switchboard.NewTodo{} }
 	far := time.Now().Add(24 * time.Hour)
 	type queue struct {
