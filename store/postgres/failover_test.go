@@ -17,13 +17,19 @@ package postgres_test
 // refuse to sign over the gap (TestAsyncFailoverLossIsReported).
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -68,11 +74,50 @@ func failoverRound(t *testing.T, racing bool) {
 	skey, _, err := switchboard.NewLogKey("failover.test/log")
 	require.NoError(t, err)
 	kept := switchboard.CheckpointFile(filepath.Join(t.TempDir(), "checkpoint"))
+	hooks := newHookReceiver(t)
 	d := newDeploymentOn(t, dsn, postgres.Options{}, switchboard.Quotas{}, 100*time.Millisecond, func(c *switchboard.Config) {
 		c.LogKey, c.Checkpoints = skey, kept
+		c.Webhooks = hooks.config()
 	})
 	grant, friend, worker := d.friend()
 	ctx := context.Background()
+
+	// Beside the history: the parent runs the Switchboard's background
+	// work (Run: webhook delivery, the reaper) and a Work loop on another
+	// queue, whose completions a webhook reports. Both must go on by
+	// themselves across the failover.
+	runCtx, stopRun := context.WithCancel(ctx)
+	ran := make(chan struct{})
+	go func() { defer close(ran); _ = d.sb.Run(runCtx) }()
+	defer func() { stopRun(); <-ran }()
+	jobVerbs := []switchboard.Verb{switchboard.VerbCreateFor, switchboard.VerbClaim, switchboard.VerbComplete, switchboard.VerbFail,
+		switchboard.VerbRelease, switchboard.VerbHeartbeat, switchboard.VerbWebhook}
+	_, jobs, err := d.sb.Vend(ctx, d.bob, switchboard.VendRequest{Agent: "bob-desk", Scope: switchboard.Scope{{Queue: "jobs", Verbs: jobVerbs}}})
+	require.NoError(t, err)
+	_, secret, err := d.sb.RegisterWebhook(ctx, jobs, hooks.url())
+	require.NoError(t, err)
+	hooks.setSecret(secret)
+	worked := newIDSet()
+	workErr := make(chan error, 1)
+	go func() {
+		workErr <- d.sb.Work(runCtx, jobs, "jobs", func(_ context.Context, td switchboard.Todo) ([]byte, error) {
+			worked.add(td.ID)
+			return []byte(`{}`), nil
+		}, &switchboard.WorkOptions{Concurrency: 2})
+	}()
+	var jobIDs []string
+	createJobs := func(n int) {
+		for range n {
+			var td switchboard.Todo
+			require.Eventually(t, func() bool {
+				var err error
+				td, _, err = d.sb.CreateFor(ctx, jobs, "jobs", switchboard.NewTodo{Kind: "job"})
+				return err == nil
+			}, time.Minute, 20*time.Millisecond)
+			jobIDs = append(jobIDs, td.ID)
+		}
+	}
+	createJobs(5)
 
 	// A subscription from before the kill must go on delivering after it.
 	sub := d.sb.Subscribe(ctx, 0, &switchboard.EventFilter{Types: []switchboard.EventType{switchboard.EventTodoCreated}})
@@ -192,6 +237,35 @@ func failoverRound(t *testing.T, racing bool) {
 	if !racing { // (a revocation that won the race leaves nothing to claim)
 		require.NotZero(t, firstClaim, "nothing was claimed after the failover")
 		t.Logf("from the kill to the first successful claim: %v", time.Duration(firstClaim-killEnd).Round(time.Millisecond))
+	}
+
+	// Work and webhook delivery went on by themselves: every job, before
+	// and after the failover, was worked and its completion delivered.
+	createJobs(5)
+	count := func() (w, hk int) {
+		for _, id := range jobIDs {
+			if worked.has(id) {
+				w++
+			}
+			if hooks.got.has(id) {
+				hk++
+			}
+		}
+		return w, hk
+	}
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+		select {
+		case err := <-workErr:
+			t.Fatalf("Work ended: %v", err)
+		default:
+		}
+		w, hk := count()
+		if w == len(jobIDs) && hk == len(jobIDs) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Work or webhook delivery did not resume after the failover: %d of %d jobs worked, %d delivered", w, len(jobIDs), hk)
+		}
 	}
 
 	// The audit log: sequenced to its end, verifying, and consistent with
@@ -350,3 +424,55 @@ func asyncLoss(t *testing.T, signed bool) {
 
 // renameAside moves the file at path to path + ".lost", keeping it.
 func renameAside(path string) error { return os.Rename(path, path+".lost") }
+
+// idSet is a set of ids, safe for concurrent use.
+type idSet struct {
+	mu  sync.Mutex
+	ids map[string]bool
+}
+
+func newIDSet() *idSet { return &idSet{ids: map[string]bool{}} }
+
+func (s *idSet) add(id string) { s.mu.Lock(); s.ids[id] = true; s.mu.Unlock() }
+
+func (s *idSet) has(id string) bool { s.mu.Lock(); defer s.mu.Unlock(); return s.ids[id] }
+
+// hookReceiver is a webhook endpoint that records the todos whose
+// verified deliveries reached it.
+type hookReceiver struct {
+	srv    *httptest.Server
+	mu     sync.Mutex
+	secret string
+	got    *idSet
+}
+
+func newHookReceiver(t *testing.T) *hookReceiver {
+	h := &hookReceiver{got: newIDSet()}
+	h.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		h.mu.Lock()
+		secret := h.secret
+		h.mu.Unlock()
+		if _, err := switchboard.VerifyWebhook(secret, r.Header, body, time.Now(), 0); err != nil {
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		var b struct {
+			Data struct{ Todo switchboard.Todo }
+		}
+		if json.Unmarshal(body, &b) == nil {
+			h.got.add(b.Data.Todo.ID)
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(h.srv.Close)
+	return h
+}
+
+func (h *hookReceiver) config() *switchboard.WebhookConfig {
+	return &switchboard.WebhookConfig{Key: bytes.Repeat([]byte{7}, 32), Origins: []string{h.srv.URL}, AllowPrivate: true, AllowHTTP: true}
+}
+
+func (h *hookReceiver) url() string { return h.srv.URL + "/hook" }
+
+func (h *hookReceiver) setSecret(s string) { h.mu.Lock(); h.secret = s; h.mu.Unlock() }
