@@ -67,6 +67,23 @@
 // uses it to wake blocking claims and subscriptions in every process as
 // soon as another commits work for them. A lost LISTEN connection is
 // re-established with backoff; meanwhile waiters fall back to polling.
+//
+// # Deadlines, failover and Close
+//
+// A caller's context bounds the whole call, its COMMIT included: a commit
+// the server does not answer when the context ends (a primary waiting for
+// a synchronous standby that is gone) returns ErrCommitUnknown, and the
+// connection is discarded; any other error means nothing was committed.
+// Close waits for the calls in flight at most Options.CloseTimeout, then
+// cuts them off the same way. With a multi-host DSN
+// (target_session_attrs=read-write) the store goes on by itself once a
+// standby is promoted. See docs/scaling.md, "When the primary fails".
+//
+// # Inside the application's transaction
+//
+// WithTx runs a call inside a pgx.Tx the application began (SERIALIZABLE),
+// so that a CreateFor commits or rolls back with the application's own
+// rows.
 package postgres
 
 import (
