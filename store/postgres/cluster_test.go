@@ -7,6 +7,7 @@ package postgres_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -130,7 +131,18 @@ func (s *pgServer) configure(lines ...string) {
 }
 
 func (s *pgServer) start() {
-	require.NoError(s.t, s.run("pg_ctl", "-D", s.dir, "-l", s.dir+".log", "-w", "-t", "60", "start"))
+	// The port was free when chosen; another process (tests run in
+	// parallel) may have taken it since: then choose again.
+	err := s.run("pg_ctl", "-D", s.dir, "-l", s.dir+".log", "-w", "-t", "60", "start")
+	for attempt := 0; err != nil && attempt < 3; attempt++ {
+		s.port = freePort(s.t)
+		f, ferr := os.OpenFile(filepath.Join(s.dir, "postgresql.conf"), os.O_APPEND|os.O_WRONLY, 0)
+		require.NoError(s.t, ferr)
+		_, ferr = fmt.Fprintf(f, "\nport = %d\n", s.port)
+		require.NoError(s.t, errors.Join(ferr, f.Close()))
+		err = s.run("pg_ctl", "-D", s.dir, "-l", s.dir+".log", "-w", "-t", "60", "start")
+	}
+	require.NoError(s.t, err)
 	s.t.Cleanup(func() {
 		if fileExists(filepath.Join(s.dir, "postmaster.pid")) {
 			_ = s.run("pg_ctl", "-D", s.dir, "-m", "immediate", "-w", "stop")

@@ -75,7 +75,8 @@ func failoverRound(t *testing.T, racing bool) {
 	require.NoError(t, err)
 	kept := switchboard.CheckpointFile(filepath.Join(t.TempDir(), "checkpoint"))
 	hooks := newHookReceiver(t)
-	d := newDeploymentOn(t, dsn, postgres.Options{}, switchboard.Quotas{}, 100*time.Millisecond, func(c *switchboard.Config) {
+	plenty := switchboard.Quotas{LiveEdgesPerRequester: 1 << 20, RequesterBurst: 1 << 20, TargetBurst: 1 << 20, PendingPerTarget: 1 << 20, Cooldown: -1}
+	d := newDeploymentOn(t, dsn, postgres.Options{}, plenty, 100*time.Millisecond, func(c *switchboard.Config) {
 		c.LogKey, c.Checkpoints = skey, kept
 		c.Webhooks = hooks.config()
 	})
@@ -118,6 +119,39 @@ func failoverRound(t *testing.T, racing bool) {
 		}
 	}
 	createJobs(5)
+
+	// Friend requests and approvals go on through the kill: carol's
+	// agents ask bob's desk, bob approves. What was acknowledged must be
+	// there after the failover.
+	type friending struct{ edge, grant string }
+	var friendings []friending
+	friendCtx, stopFriending := context.WithCancel(ctx)
+	friended := make(chan struct{})
+	go func() {
+		defer close(friended)
+		carol := d.iss.Human("carol")
+		for i := 0; friendCtx.Err() == nil; i++ {
+			id := fmt.Sprintf("carol-agent-%d", i)
+			if _, err := d.sb.Publish(ctx, switchboard.Persona{ID: id, Owner: carol, Discoverable: true,
+				Card: switchboard.PersonaCard(id, "carol's agent", "1.0", "https://example.test/"+id)}); err != nil {
+				time.Sleep(20 * time.Millisecond)
+				continue
+			}
+			_, pickup := switchboard.NewPickup()
+			req := switchboard.FriendRequest{From: id, To: "bob-desk", Scope: switchboard.Scope{{Queue: "inbox", Verbs: []switchboard.Verb{switchboard.VerbCreateFor}}}, Why: "work", Pickup: pickup}
+			req.IDToken = d.iss.RequestToken("carol", req, time.Now())
+			e, _, err := d.sb.Request(ctx, req)
+			if err != nil {
+				continue
+			}
+			f := friending{edge: e.ID}
+			if g, err := d.sb.Approve(ctx, d.bob, e.ID, nil); err == nil {
+				f.grant = g.ID
+			}
+			friendings = append(friendings, f)
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
 
 	// A subscription from before the kill must go on delivering after it.
 	sub := d.sb.Subscribe(ctx, 0, &switchboard.EventFilter{Types: []switchboard.EventType{switchboard.EventTodoCreated}})
@@ -238,6 +272,22 @@ func failoverRound(t *testing.T, racing bool) {
 		require.NotZero(t, firstClaim, "nothing was claimed after the failover")
 		t.Logf("from the kill to the first successful claim: %v", time.Duration(firstClaim-killEnd).Round(time.Millisecond))
 	}
+
+	stopFriending()
+	<-friended
+	carol := d.iss.Human("carol")
+	approved := 0
+	for _, f := range friendings {
+		e, err := d.sb.Edge(ctx, carol, f.edge)
+		require.NoError(t, err, "an acknowledged friend request is gone")
+		if f.grant != "" {
+			approved++
+			require.Equal(t, switchboard.EdgeApproved, e.State, "an acknowledged approval is gone")
+			require.Equal(t, f.grant, e.GrantID)
+		}
+	}
+	require.NotZero(t, approved, "no approval was made")
+	t.Logf("%d friend requests acknowledged across the failover, %d approved: all there", len(friendings), approved)
 
 	// Work and webhook delivery went on by themselves: every job, before
 	// and after the failover, was worked and its completion delivered.
