@@ -20,12 +20,14 @@ type failingViews struct {
 	store.Store
 	failing atomic.Bool
 	failed  atomic.Int32
+	// nth, if positive, makes the nth View from when it was set fail once.
+	nth atomic.Int32
 }
 
 var errUnreachable = errors.New("the database cannot be reached")
 
 func (f *failingViews) View(ctx context.Context, fn func(store.Tx) error) error {
-	if f.failing.Load() {
+	if f.failing.Load() || f.nth.Load() > 0 && f.nth.Add(-1) == 0 {
 		f.failed.Add(1)
 		return errUnreachable
 	}
@@ -70,6 +72,44 @@ func TestSubscriptionOutlivesAStoreFailure(t *testing.T) {
 			for range broken.C {
 			}
 			require.ErrorIs(t, broken.Err(), sb.ErrAuditBroken)
+		})
+	}
+}
+
+// A subscription from the log's start, when the oldest events are gone,
+// looks up the oldest one to tell a trimmed start from a gap; that lookup
+// failing is a store failure like any other — read again — not a gap
+// (ErrFellBehind).
+func TestSubscriptionFromATrimmedStartOutlivesAFailedLookup(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			st := &failingViews{Store: b.open(t)}
+			t.Cleanup(func() { _ = st.Close() })
+			h := newHarness(t, st)
+			h.friend(h.alice, h.bob, "alice-bot", "bob-desk", inboxCreate)
+			require.NoError(t, st.Update(ctx, func(tx store.Tx) error {
+				return tx.Delete("events", []byte{0, 0, 0, 0, 0, 0, 0, 1}) // the log starts at 2 now
+			}))
+			st.nth.Store(2) // the subscription's first read works; its lookup of the oldest event fails
+			sub := h.sb.Subscribe(ctx, 0, nil)
+			defer sub.Close()
+			deadline := time.After(10 * time.Second)
+			for {
+				if h.clock.timers() > 0 {
+					h.clock.Advance(time.Minute) // past PollInterval: it reads again
+				}
+				select {
+				case e, ok := <-sub.C:
+					require.True(t, ok, "the subscription ended: %v", sub.Err())
+					require.Equal(t, uint64(2), e.Seq, "from the log's start")
+					require.NoError(t, sub.Err())
+					require.Equal(t, int32(1), st.failed.Load(), "the lookup failed once")
+					return
+				case <-deadline:
+					t.Fatalf("nothing delivered (err %v)", sub.Err())
+				case <-time.After(time.Millisecond):
+				}
+			}
 		})
 	}
 }
