@@ -43,6 +43,19 @@ func boundRequest(t *testing.T, h *harness, key *switchboardtest.ProofKey, sc sb
 	return e
 }
 
+// boundCredential is a friend credential bound to a new ES256 key: asked
+// for, approved, and collected with a proof made now.
+func boundCredential(t *testing.T, h *harness) (*switchboardtest.ProofKey, sb.Credential, time.Time) {
+	t.Helper()
+	key, err := switchboardtest.NewProofKey("ES256")
+	require.NoError(t, err)
+	e := boundRequest(t, h, key, inboxCreate)
+	now := h.clock.Now()
+	_, cred, err := h.sb.CollectWithProof(ctx, e.ID, testSecret, key.Proof("POST", collectURL, testSecret, now))
+	require.NoError(t, err)
+	return key, cred, now
+}
+
 // dpopSpent counts the proofs remembered against replay.
 func dpopSpent(t *testing.T, h *harness) int {
 	t.Helper()
@@ -115,12 +128,7 @@ func TestBoundGrant(t *testing.T) {
 // dot segment that leaves another path — is refused, and not spent.
 func TestProofURLNormalization(t *testing.T) {
 	eachBackend(t, func(t *testing.T, h *harness) {
-		key, err := switchboardtest.NewProofKey("ES256")
-		require.NoError(t, err)
-		e := boundRequest(t, h, key, inboxCreate)
-		now := h.clock.Now()
-		_, cred, err := h.sb.CollectWithProof(ctx, e.ID, testSecret, key.Proof("POST", collectURL, testSecret, now))
-		require.NoError(t, err)
+		key, cred, now := boundCredential(t, h)
 		for _, tc := range []struct {
 			htu, request string
 			same         bool
@@ -166,12 +174,7 @@ func TestProofURLNormalization(t *testing.T) {
 // refused proof is not spent: nothing is recorded.
 func TestProofRefusals(t *testing.T) {
 	eachBackend(t, func(t *testing.T, h *harness) {
-		key, err := switchboardtest.NewProofKey("ES256")
-		require.NoError(t, err)
-		e := boundRequest(t, h, key, inboxCreate)
-		now := h.clock.Now()
-		_, cred, err := h.sb.CollectWithProof(ctx, e.ID, testSecret, key.Proof("POST", collectURL, testSecret, now))
-		require.NoError(t, err)
+		key, cred, now := boundCredential(t, h)
 		tok := string(cred)
 		ok := switchboardtest.ProofClaims{JTI: "j-1", Method: "POST", URL: apiURL, IssuedAt: now, Token: tok}
 		with := func(f func(*switchboardtest.ProofClaims)) string {

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -263,6 +264,35 @@ func (t *faultyTx) Put(table string, k, v []byte) error {
 	t.f.tables[table] = true
 	t.f.mu.Unlock()
 	return t.Tx.Put(table, k, v)
+}
+
+// flakyStore is a real store that fails on demand, writing nothing: the
+// failUpdate-th Update and the failView-th View from when each was set
+// (0: none), and every View while failViews is set.
+type flakyStore struct {
+	store.Store
+	failUpdate  atomic.Int32
+	failView    atomic.Int32
+	failViews   atomic.Bool
+	viewsFailed atomic.Int32 // Views it failed
+}
+
+// errUnreachable is what flakyStore's failed calls return.
+var errUnreachable = errors.New("the database cannot be reached")
+
+func (f *flakyStore) Update(ctx context.Context, fn func(store.Tx) error) error {
+	if f.failUpdate.Load() > 0 && f.failUpdate.Add(-1) == 0 {
+		return errUnreachable
+	}
+	return f.Store.Update(ctx, fn)
+}
+
+func (f *flakyStore) View(ctx context.Context, fn func(store.Tx) error) error {
+	if f.failViews.Load() || f.failView.Load() > 0 && f.failView.Add(-1) == 0 {
+		f.viewsFailed.Add(1)
+		return errUnreachable
+	}
+	return f.Store.View(ctx, fn)
 }
 
 func memoryStore(t testing.TB) store.Store {

@@ -1,29 +1,12 @@
 package switchboard_test
 
 import (
-	"context"
-	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	sb "github.com/switchboardhq/switchboard"
-	"github.com/switchboardhq/switchboard/store"
 )
-
-// failingUpdate is a real store whose Update number fail (counted from
-// when it is armed) fails without writing.
-type failingUpdate struct {
-	store.Store
-	left atomic.Int32 // Updates to let through before the one that fails; <0: disarmed
-}
-
-func (f *failingUpdate) Update(ctx context.Context, fn func(store.Tx) error) error {
-	if f.left.Add(-1) == -1 {
-		return errInjected
-	}
-	return f.Store.Update(ctx, fn)
-}
 
 // Revoke's promise: nil means the revocation committed, an error that it
 // did not. When the pass that marks the grant's queued todos cancelled
@@ -34,8 +17,7 @@ func (f *failingUpdate) Update(ctx context.Context, fn func(store.Tx) error) err
 func TestRevokeHoldsWhenItsCancelPassFails(t *testing.T) {
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
-			st := &failingUpdate{Store: b.open(t)}
-			st.left.Store(1 << 30)
+			st := &flakyStore{Store: b.open(t)}
 			t.Cleanup(func() { _ = st.Close() })
 			h := newHarness(t, st)
 			g, friend := h.friend(h.alice, h.bob, "alice-bot", "bob-desk", inboxCreate)
@@ -47,9 +29,9 @@ func TestRevokeHoldsWhenItsCancelPassFails(t *testing.T) {
 				ids = append(ids, td.ID)
 			}
 
-			st.left.Store(1) // the revocation commits; the cancel pass fails
+			st.failUpdate.Store(2) // the revocation commits; the cancel pass fails
 			require.NoError(t, h.sb.Revoke(ctx, h.bob, g.ID), "the revocation committed")
-			st.left.Store(1 << 30)
+			st.failUpdate.Store(0)
 			_, _, err := h.sb.CreateFor(ctx, friend, "inbox", sb.NewTodo{Kind: "k"})
 			require.ErrorIs(t, err, sb.ErrUnauthenticated, "the revocation holds")
 			for _, id := range ids {
@@ -71,9 +53,9 @@ func TestRevokeHoldsWhenItsCancelPassFails(t *testing.T) {
 			// And the revocation's own transaction failing is an error,
 			// with nothing changed.
 			g2, friend2 := h.friend(h.carol, h.bob, "carol-bot", "bob-desk", inboxCreate)
-			st.left.Store(0)
-			require.ErrorIs(t, h.sb.Revoke(ctx, h.bob, g2.ID), errInjected)
-			st.left.Store(1 << 30)
+			st.failUpdate.Store(1)
+			require.ErrorIs(t, h.sb.Revoke(ctx, h.bob, g2.ID), errUnreachable)
+			st.failUpdate.Store(0)
 			_, _, err = h.sb.CreateFor(ctx, friend2, "inbox", sb.NewTodo{Kind: "k"})
 			require.NoError(t, err, "not revoked")
 		})

@@ -1,9 +1,6 @@
 package switchboard_test
 
 import (
-	"context"
-	"errors"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,26 +11,6 @@ import (
 	"github.com/switchboardhq/switchboard/switchboardtest"
 )
 
-// failingViews is a real store whose read-only transactions fail while
-// failing is set — a database that cannot be reached for a while.
-type failingViews struct {
-	store.Store
-	failing atomic.Bool
-	failed  atomic.Int32
-	// nth, if positive, makes the nth View from when it was set fail once.
-	nth atomic.Int32
-}
-
-var errUnreachable = errors.New("the database cannot be reached")
-
-func (f *failingViews) View(ctx context.Context, fn func(store.Tx) error) error {
-	if f.failing.Load() || f.nth.Load() > 0 && f.nth.Add(-1) == 0 {
-		f.failed.Add(1)
-		return errUnreachable
-	}
-	return f.Store.View(ctx, fn)
-}
-
 // Subscription's promise: a store that fails to answer does not end a
 // subscription — it reads again every PollInterval and goes on from where
 // it was, losing nothing — while an event in the log that does not decode
@@ -41,7 +18,7 @@ func (f *failingViews) View(ctx context.Context, fn func(store.Tx) error) error 
 func TestSubscriptionOutlivesAStoreFailure(t *testing.T) {
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
-			st := &failingViews{Store: b.open(t)}
+			st := &flakyStore{Store: b.open(t)}
 			t.Cleanup(func() { _ = st.Close() })
 			h := newHarness(t, st)
 			_, friend := h.friend(h.alice, h.bob, "alice-bot", "bob-desk", inboxCreate)
@@ -51,12 +28,12 @@ func TestSubscriptionOutlivesAStoreFailure(t *testing.T) {
 			sub := h.sb.Subscribe(ctx, last, nil)
 			defer sub.Close()
 
-			st.failing.Store(true)
+			st.failViews.Store(true)
 			td, _, err := h.sb.CreateFor(ctx, friend, "inbox", sb.NewTodo{Kind: "k"})
 			require.NoError(t, err, "writes do not read through View")
-			require.Eventually(t, func() bool { return st.failed.Load() > 0 }, 10*time.Second, time.Millisecond, "the subscription never read")
+			require.Eventually(t, func() bool { return st.viewsFailed.Load() > 0 }, 10*time.Second, time.Millisecond, "the subscription never read")
 			time.Sleep(20 * time.Millisecond) // it waits for PollInterval now
-			st.failing.Store(false)
+			st.failViews.Store(false)
 			for range 3 {
 				h.clock.Advance(time.Minute) // past PollInterval: it reads again
 			}
@@ -83,14 +60,14 @@ func TestSubscriptionOutlivesAStoreFailure(t *testing.T) {
 func TestSubscriptionFromATrimmedStartOutlivesAFailedLookup(t *testing.T) {
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
-			st := &failingViews{Store: b.open(t)}
+			st := &flakyStore{Store: b.open(t)}
 			t.Cleanup(func() { _ = st.Close() })
 			h := newHarness(t, st)
 			h.friend(h.alice, h.bob, "alice-bot", "bob-desk", inboxCreate)
 			require.NoError(t, st.Update(ctx, func(tx store.Tx) error {
 				return tx.Delete("events", []byte{0, 0, 0, 0, 0, 0, 0, 1}) // the log starts at 2 now
 			}))
-			st.nth.Store(2) // the subscription's first read works; its lookup of the oldest event fails
+			st.failView.Store(2) // the subscription's first read works; its lookup of the oldest event fails
 			sub := h.sb.Subscribe(ctx, 0, nil)
 			defer sub.Close()
 			deadline := time.After(10 * time.Second)
@@ -103,7 +80,7 @@ func TestSubscriptionFromATrimmedStartOutlivesAFailedLookup(t *testing.T) {
 					require.True(t, ok, "the subscription ended: %v", sub.Err())
 					require.Equal(t, uint64(2), e.Seq, "from the log's start")
 					require.NoError(t, sub.Err())
-					require.Equal(t, int32(1), st.failed.Load(), "the lookup failed once")
+					require.Equal(t, int32(1), st.viewsFailed.Load(), "the lookup failed once")
 					return
 				case <-deadline:
 					t.Fatalf("nothing delivered (err %v)", sub.Err())

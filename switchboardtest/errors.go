@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -35,20 +34,6 @@ type ErrorCase struct {
 	Err error // what the call returned
 }
 
-// stepClock is the system clock, moved forward by step.
-type stepClock struct {
-	mu     sync.Mutex
-	offset time.Duration
-}
-
-func (c *stepClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return time.Now().Add(c.offset)
-}
-func (c *stepClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
-func (c *stepClock) step(d time.Duration)                   { c.mu.Lock(); c.offset += d; c.mu.Unlock() }
-
 func is(target error) func(error) bool { return func(err error) bool { return errors.Is(err, target) } }
 
 // ErrorCases makes every exported sentinel error and error type of package
@@ -66,7 +51,7 @@ func ErrorCases(t testing.TB) []ErrorCase {
 			t.Fatalf("switchboardtest: error cases: %v", err)
 		}
 	}
-	clk := &stepClock{}
+	clk := &StepClock{}
 	skey, vkey, err := switchboard.NewLogKey("errors.example/log")
 	must(err)
 	k := NewKit(t, &switchboard.Config{Clock: clk, LogKey: skey, EventRetention: time.Hour, TodoRetention: -1,
@@ -128,7 +113,7 @@ func ErrorCases(t testing.TB) []ErrorCase {
 	_, _, err = sb.Request(ctx, r)
 	add("ErrRateLimited", is(switchboard.ErrRateLimited), err)
 	add("*RetryError", func(err error) bool { var re *switchboard.RetryError; return errors.As(err, &re) }, err)
-	clk.step(3 * time.Hour) // the bucket refills
+	clk.Step(3 * time.Hour) // the bucket refills
 	for _, to := range []string{"erin-desk", "alice-bot"} {
 		_, pickup = switchboard.NewPickup()
 		r = switchboard.FriendRequest{From: "carol-2", To: to, Why: "hi", Pickup: pickup, Scope: inbox(switchboard.VerbCreateFor)}
@@ -151,7 +136,7 @@ func ErrorCases(t testing.TB) []ErrorCase {
 	// subscription from before them, cannot be had.
 	_, err = sb.Checkpoint(ctx)
 	must(err)
-	clk.step(2 * time.Hour)
+	clk.Step(2 * time.Hour)
 	_, err = sb.Reap(ctx)
 	must(err)
 	_, err = sb.ProveEvent(ctx, 1, 0)

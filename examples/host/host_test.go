@@ -14,7 +14,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -39,30 +38,8 @@ type env struct {
 	srv   *httptest.Server
 	is    *switchboardtest.Issuer
 	host  *host
-	clock *stepClock  // the Switchboard's and the pages' clock
-	st    store.Store // the Switchboard's store
-}
-
-// stepClock is the system clock moved forward by Step: a test that must
-// see a grant lapse steps past its end instead of waiting.
-type stepClock struct {
-	mu     sync.Mutex
-	offset time.Duration
-}
-
-func (c *stepClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return time.Now().Add(c.offset)
-}
-
-func (c *stepClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
-
-// Step moves the clock forward by d.
-func (c *stepClock) Step(d time.Duration) {
-	c.mu.Lock()
-	c.offset += d
-	c.mu.Unlock()
+	clock *switchboardtest.StepClock // the Switchboard's and the pages' clock
+	st    store.Store                // the Switchboard's store
 }
 
 func newEnv(t *testing.T, primary string, trust ...switchboard.Issuer) *env {
@@ -88,7 +65,7 @@ func newEnvWith(t *testing.T, primary string, opts envOpts, trust ...switchboard
 	st, err := bolt.Open(filepath.Join(t.TempDir(), "sb.db"), nil)
 	require.NoError(t, err)
 	t.Cleanup(func() { st.Close() })
-	e := &env{t: t, is: is, clock: &stepClock{}, st: st}
+	e := &env{t: t, is: is, clock: &switchboardtest.StepClock{}, st: st}
 	e.srv = httptest.NewUnstartedServer(nil)
 	e.srv.Start()
 	t.Cleanup(e.srv.Close)

@@ -670,21 +670,7 @@ func (s *Store) once(ctx context.Context, fn func(store.Tx) error, iso isolation
 	if iso == rowLocked {
 		rd.begin, rd.locking = "BEGIN ISOLATION LEVEL READ COMMITTED", true
 	}
-	w := overlay.New(rd)
-	err = fn(w.Exposed())
-	if rd.failed != nil && (err == nil || !retryable(err)) {
-		// fn went on after a statement failed (and the server aborted
-		// the transaction): what failed is the outcome.
-		return fmt.Errorf("postgres: update: %w", rd.failed)
-	}
-	if err != nil {
-		return err
-	}
-	var c collector
-	if err := w.Apply(&c); err != nil {
-		return err
-	}
-	missing, err := s.checkPartitions(rd, &c, true)
+	c, missing, err := s.gather(rd, fn, true)
 	if err != nil {
 		return err
 	}
@@ -700,7 +686,7 @@ func (s *Store) once(ctx context.Context, fn func(store.Tx) error, iso isolation
 			// that use it, once per table and database.
 			b.Queue(createPartition(s.opts.Table, name, c.writeOnce(name)))
 		}
-		s.queueWrites(&b, &c)
+		s.queueWrites(&b, c)
 		b.Queue("COMMIT")
 	}
 	committed := b.Len() // the statements up to COMMIT
@@ -711,7 +697,7 @@ func (s *Store) once(ctx context.Context, fn func(store.Tx) error, iso isolation
 		// from its commit until its WAL is flushed (PostgreSQL's async.c
 		// orders the notification queue so). Sent from a transaction
 		// that writes nothing, the lock is held for an instant.
-		b.Queue(`SELECT pg_notify($1, n) FROM unnest($2::text[]) AS w(n)`, s.channel, c.notes)
+		b.Queue(notifySQL, s.channel, c.notes)
 	}
 	if b.Len() > 0 {
 		if err := sendCommit(run, conn, &b, committed); err != nil {
@@ -793,19 +779,7 @@ func (s *Store) inTx(ctx context.Context, tx pgx.Tx, fn func(store.Tx) error, lo
 		return err
 	}
 	rd := &reader{s: s, ctx: ctx, conn: tx.Conn(), locking: locking}
-	w := overlay.New(rd)
-	err := fn(w.Exposed())
-	if rd.failed != nil {
-		return fmt.Errorf("postgres: update: %w", rd.failed)
-	}
-	if err != nil {
-		return err
-	}
-	var c collector
-	if err := w.Apply(&c); err != nil {
-		return err
-	}
-	missing, err := s.checkPartitions(rd, &c, false)
+	c, missing, err := s.gather(rd, fn, false)
 	if err != nil {
 		return err
 	}
@@ -814,24 +788,44 @@ func (s *Store) inTx(ctx context.Context, tx pgx.Tx, fn func(store.Tx) error, lo
 		// Known to exist only once tx commits: not remembered here.
 		b.Queue(createPartition(s.opts.Table, name, c.writeOnce(name)))
 	}
-	s.queueWrites(&b, &c)
+	s.queueWrites(&b, c)
 	if len(c.notes) > 0 {
-		b.Queue(`SELECT pg_notify($1, n) FROM unnest($2::text[]) AS w(n)`, s.channel, c.notes)
+		b.Queue(notifySQL, s.channel, c.notes)
 	}
-	if b.Len() == 0 {
-		return nil
-	}
-	br := tx.SendBatch(ctx, &b)
-	for range b.Len() {
-		if _, err := br.Exec(); err != nil {
-			_ = br.Close()
+	if b.Len() > 0 {
+		if err := sendCommit(ctx, tx.Conn(), &b, b.Len()); err != nil {
 			return fmt.Errorf("postgres: update: %w", err)
 		}
 	}
-	if err := br.Close(); err != nil {
-		return fmt.Errorf("postgres: update: %w", err)
-	}
 	return nil
+}
+
+// notifySQL sends a NOTIFY on channel $1 for each key of $2.
+const notifySQL = `SELECT pg_notify($1, n) FROM unnest($2::text[]) AS w(n)`
+
+// gather runs fn over an overlay of rd's transaction and collects its
+// writes, with the partitions they need that do not exist yet (remember:
+// see checkPartitions).
+func (s *Store) gather(rd *reader, fn func(store.Tx) error, remember bool) (*collector, []string, error) {
+	w := overlay.New(rd)
+	err := fn(w.Exposed())
+	if rd.failed != nil && (err == nil || !retryable(err)) {
+		// fn went on after a statement failed (and the server aborted
+		// the transaction): what failed is the outcome.
+		return nil, nil, fmt.Errorf("postgres: update: %w", rd.failed)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	c := new(collector)
+	if err := w.Apply(c); err != nil {
+		return nil, nil, err
+	}
+	missing, err := s.checkPartitions(rd, c, remember)
+	if err != nil {
+		return nil, nil, err
+	}
+	return c, missing, nil
 }
 
 // loadPartitions reads which partitions exist.

@@ -1,0 +1,31 @@
+package switchboardtest
+
+import (
+	"sync"
+	"time"
+)
+
+// StepClock is a switchboard.Clock: the system clock moved forward by
+// Step, for a test that must see a lease, a grant or a rate limit's window
+// pass without waiting for it. After waits in real time.
+type StepClock struct {
+	mu     sync.Mutex
+	offset time.Duration
+}
+
+// Now is the system time plus every Step so far.
+func (c *StepClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return time.Now().Add(c.offset)
+}
+
+// After is time.After: steps do not fire timers.
+func (c *StepClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+
+// Step moves the clock forward by d.
+func (c *StepClock) Step(d time.Duration) {
+	c.mu.Lock()
+	c.offset += d
+	c.mu.Unlock()
+}
