@@ -132,22 +132,44 @@ func TestCheckpointRefusesOtherRewrites(t *testing.T) {
 		requireAuditError(t, err, last, "does not hash to its stored leaf")
 		raw(t, h, func(tx store.Tx) error { return tx.Put("events", be64(last), orig) })
 
-		// The stored checkpoint replaced by the older genuine one.
+		// The stored checkpoint replaced by the older genuine one: the kept
+		// one is knowledge, not a replacement. The log is checked against
+		// it — a rewrite before it is refused, with or without the stored
+		// one — and the next signature extends it.
+		flip := func(seq uint64) {
+			rewriteEvent(t, h, seq, func(leaf []byte) []byte { return bytes.Replace(leaf, []byte(`"type":"`), []byte(`"type":"X`), 1) })
+		}
+		unflip := func(seq uint64) {
+			rewriteEvent(t, h, seq, func(leaf []byte) []byte { return bytes.Replace(leaf, []byte(`"type":"X`), []byte(`"type":"`), 1) })
+		}
 		raw(t, h, func(tx store.Tx) error { return tx.Put("meta", []byte("checkpoint"), cp1.Note) })
+		flip(cp1.Size + 1)
 		_, err = h.sb.Checkpoint(ctx)
-		requireAuditError(t, err, cp1.Size+1, "older than the one kept outside the store")
-		requireAuditError(t, h.sb.CheckLog(ctx), cp1.Size+1, "replaced")
-
-		// Deleted.
-		raw(t, h, func(tx store.Tx) error { return tx.Delete("meta", []byte("checkpoint")) })
-		_, err = h.sb.Checkpoint(ctx)
-		requireAuditError(t, err, 1, "the stored checkpoint is gone")
-
-		// Back in place: sound again.
-		raw(t, h, func(tx store.Tx) error { return tx.Put("meta", []byte("checkpoint"), cp2.Note) })
+		requireAuditError(t, err, 1, "the checkpoint kept outside the store")
+		requireAuditError(t, h.sb.CheckLog(ctx), 1, "rewritten")
+		assert.Equal(t, cp1.Note, storedNote(t, h), "nothing signed")
+		unflip(cp1.Size + 1)
 		cp3, err := h.sb.Checkpoint(ctx)
 		require.NoError(t, err)
 		require.Greater(t, cp3.Size, cp2.Size)
+		p, err := h.sb.ProveConsistency(ctx, cp2.Size, cp3.Size)
+		require.NoError(t, err)
+		require.NoError(t, sb.VerifyConsistency(cp2, cp3, p), "the new checkpoint extends the kept one")
+
+		// Deleted: the same.
+		raw(t, h, func(tx store.Tx) error { return tx.Delete("meta", []byte("checkpoint")) })
+		flip(2)
+		_, err = h.sb.Checkpoint(ctx)
+		requireAuditError(t, err, 1, "the checkpoint kept outside the store")
+		assert.Nil(t, storedNote(t, h), "nothing signed")
+		unflip(2)
+		again, err := h.sb.Checkpoint(ctx)
+		require.NoError(t, err)
+		require.Equal(t, cp3.Note, again.Note, "the same tree, signed again")
+		require.Equal(t, cp3.Note, storedNote(t, h))
+		auditFlowMore(t, h)
+		cp3, err = h.sb.Checkpoint(ctx)
+		require.NoError(t, err)
 
 		// A tail cut, the log's state rewritten to match.
 		raw(t, h, func(tx store.Tx) error {

@@ -100,6 +100,10 @@ type AuditError struct {
 	// events a changed tree hash covers; 0 when no position applies.
 	Seq    uint64
 	Reason string // what does not hold
+	// Err is the refusal the damage was learned from, when it was not
+	// found in the store itself: ErrWitnessRefused for a witness that
+	// refused a checkpoint. Nil otherwise.
+	Err error
 }
 
 func (e *AuditError) Error() string {
@@ -109,8 +113,13 @@ func (e *AuditError) Error() string {
 	return fmt.Sprintf("%v at event %d: %s", ErrAuditBroken, e.Seq, e.Reason)
 }
 
-// Unwrap returns ErrAuditBroken.
-func (e *AuditError) Unwrap() error { return ErrAuditBroken }
+// Unwrap returns ErrAuditBroken, and Err if set.
+func (e *AuditError) Unwrap() []error {
+	if e.Err != nil {
+		return []error{ErrAuditBroken, e.Err}
+	}
+	return []error{ErrAuditBroken}
+}
 
 // AuditReport is what VerifyAudit checked.
 type AuditReport struct {
@@ -317,7 +326,12 @@ func (s *Switchboard) verifyAudit(ctx context.Context, t *txn, opts VerifyOption
 		if err != nil {
 			return rep, &AuditError{Reason: fmt.Sprintf("the stored checkpoint: %v", err)}
 		}
-		if err := check(cp, "the stored checkpoint"); err != nil && !errors.Is(err, ErrEventPurged) {
+		if cp.Size < st.Purged {
+			// Retention never purges past the stored checkpoint (it is
+			// what the next signature is checked against).
+			return rep, &AuditError{Seq: seqOf(cp.Size), Reason: fmt.Sprintf("the log's state says its first %d events were purged, past the %d the stored checkpoint signed: retention never purges past it, so the state was rewritten", st.Purged, cp.Size)}
+		}
+		if err := check(cp, "the stored checkpoint"); err != nil {
 			return rep, err
 		}
 		rep.Checkpoint = &cp
@@ -380,6 +394,22 @@ func (f *frontier) ReadHashes(indexes []int64) ([]tlog.Hash, error) {
 		f.read = append(f.read, x)
 	}
 	return out, nil
+}
+
+// frontier returns the hashes of the perfect subtrees covering the first
+// n leaves, largest first, without marking them read; nil if one is not
+// known.
+func (f *frontier) frontier(n uint64) []tlog.Hash {
+	idx := frontierIndexes(n)
+	out := make([]tlog.Hash, len(idx))
+	for i, x := range idx {
+		h, ok := f.hashes[x]
+		if !ok {
+			return nil
+		}
+		out[i] = h
+	}
+	return out
 }
 
 // forget drops the hashes read for the last leaf: each subtree's hash is

@@ -152,6 +152,14 @@ func (s *Switchboard) purgeEvents(ctx context.Context, limit int) (int, error) {
 	if s.cfg.EventRetention < 0 {
 		return 0, nil
 	}
+	// Never past a checkpoint later checks need (purgeCap): the kept
+	// one's size is read first.
+	var kept *uint64
+	if cp, err := s.keptCheckpoint(ctx); err != nil {
+		return 0, err
+	} else if cp != nil {
+		kept = &cp.Size
+	}
 	var evs []Event
 	var raws [][]byte
 	err := s.view(ctx, func(t *txn) error {
@@ -161,7 +169,11 @@ func (s *Switchboard) purgeEvents(ctx context.Context, limit int) (int, error) {
 		if err != nil {
 			return err
 		}
-		from, end := st.Offset+st.Purged+1, st.Offset+st.Size+1
+		upto, err := s.purgeCap(t, st, kept)
+		if err != nil || upto <= st.Purged {
+			return err
+		}
+		from, end := st.Offset+st.Purged+1, st.Offset+upto+1
 		var derr error
 		err = t.tx.Scan(tEvents, be64b(from), be64b(end), func(k, v []byte) bool {
 			var leaf []byte
@@ -212,10 +224,17 @@ func (s *Switchboard) purgeEvents(ctx context.Context, limit int) (int, error) {
 				return err
 			}
 		}
+		upto, err := s.purgeCap(t, st, kept)
+		if err != nil {
+			return err
+		}
 		oldP, newP := st.Purged, st.Purged
 		for i, e := range evs {
 			if e.Seq <= st.Offset+newP {
 				continue // purged by another Reap meanwhile
+			}
+			if e.Seq > st.Offset+upto {
+				break
 			}
 			if e.Seq != st.Offset+newP+1 {
 				return fmt.Errorf("audit event %d is not the log's oldest kept (%d)", e.Seq, st.Offset+newP+1)

@@ -39,8 +39,9 @@ const reapBatch = 500
 // transactions of their own. A checkpoint problem stops none of the rest
 // but the audit purge: it is logged once per distinct error, returned in
 // ReapStats.LogProblem (and by LogProblem), and audit events are kept
-// until the log is sound again (a witness that cannot be reached does not
-// hold them back). Each kind is
+// until the log is sound again (a witness that cannot be reached or does
+// not accept the log's key does not hold them back, but no event is purged
+// past the last checkpoint a configured witness cosigned). Each kind is
 // bounded per call; call again while it reports work. Correctness never
 // depends on it — Claim recovers expired leases and every check compares
 // expiry times — but it keeps queues and approval lists tidy.
@@ -158,8 +159,8 @@ func (s *Switchboard) Reap(ctx context.Context) (ReapStats, error) {
 				s.cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "switchboard: the audit log is checkpointed again")
 			}
 		}
-		if cerr != nil && !errors.Is(cerr, ErrWitness) {
-			return st, nil
+		if cerr != nil && (errors.Is(cerr, ErrAuditBroken) || !errors.Is(cerr, ErrWitness) && !errors.Is(cerr, ErrWitnessForbidden)) {
+			return st, nil // the checkpoint does not stand: nothing is purged
 		}
 	}
 	if st.EventsPurged, err = s.purgeEvents(ctx, reapBatch); err != nil {
@@ -169,10 +170,10 @@ func (s *Switchboard) Reap(ctx context.Context) (ReapStats, error) {
 }
 
 // Run calls Reap every Config.ReapInterval, on Config.Clock, until ctx
-// ends, and returns ctx's error. When a Reap hits its batch bound it runs
-// again at once. Reap errors other than a closed store are retried at the
-// next tick and reported to Config.Logger; a closed store ends Run with
-// ErrClosed.
+// ends, and returns ctx's error. Each Reap is bounded by
+// Config.ReapTimeout. When a Reap hits its batch bound it runs again at
+// once. Reap errors other than a closed store are retried at the next tick
+// and reported to Config.Logger; a closed store ends Run with ErrClosed.
 //
 // Run is optional: Claim recovers expired leases by itself and lapsed
 // requests and grants are refused when used. Run keeps queues and the
@@ -186,7 +187,9 @@ func (s *Switchboard) Run(ctx context.Context) error {
 	}
 	for {
 		for {
-			st, err := s.Reap(ctx)
+			rctx, cancel := context.WithTimeout(ctx, s.cfg.ReapTimeout)
+			st, err := s.Reap(rctx)
+			cancel()
 			if err != nil {
 				if isClosed(err) {
 					return fmt.Errorf("switchboard: run: %w", inner(err))

@@ -311,7 +311,7 @@ func (s *Switchboard) runPass(ctx context.Context, p *seqPass) {
 			// new tree must still hold what this process saw. If not,
 			// sequencing goes on, and the mark stays where it was, for
 			// the next signature to refuse.
-			holds, err := holdsTree(t, t.log, *seen)
+			holds, err := holdsTree(t, t.log, *seen, root)
 			if err != nil {
 				return err // a read failed: the pass runs again
 			}

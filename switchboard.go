@@ -76,6 +76,12 @@ type Config struct {
 	PollInterval time.Duration
 	// ReapInterval is how often Run calls Reap. Default 5 seconds.
 	ReapInterval time.Duration
+	// ReapTimeout bounds each Reap that Run calls: a pass that reaches it
+	// (a CheckpointStore, an Archive hook or a store that hangs) ends with
+	// what it committed so far, and the next starts at the next tick.
+	// Witnesses are bounded tighter, each by its WitnessConfig.Timeout.
+	// Default 1 minute.
+	ReapTimeout time.Duration
 	// DedupRetention is how long a dedup key keeps returning its todo after
 	// the todo ended. Default 24 hours.
 	DedupRetention time.Duration
@@ -86,9 +92,11 @@ type Config struct {
 	// negative keeps ended todos forever.
 	TodoRetention time.Duration
 	// EventRetention is how long an audit event is kept; Reap then hands
-	// it to Archive (if set) and deletes it. The chain stays verifiable:
-	// VerifyAudit checks the first kept event against the hash of the last
-	// purged one. Default 30 days; negative keeps events forever.
+	// it to Archive (if set) and deletes it, keeping the tree hashes that
+	// proofs over later events need. It never purges past a checkpoint the
+	// log is checked against — the stored one, the one Checkpoints keeps,
+	// the last each witness cosigned — so an event waits for all of them to
+	// move past it. Default 30 days; negative keeps events forever.
 	EventRetention time.Duration
 	// LogKey signs the audit log's checkpoints: a note signer key, as
 	// NewLogKey makes (golang.org/x/mod/sumdb/note's "PRIVATE+KEY+…"
@@ -106,16 +114,22 @@ type Config struct {
 	// name (the log's origin). See docs/audit-log.md, "Rotating the key".
 	PreviousLogKeys []string
 	// Checkpoints, if set, keeps each checkpoint the Switchboard signs
-	// outside the store (CheckpointFile is one, in a file), and is read
-	// back before every signature: the stored log must still hash to the
-	// checkpoint kept there, and the stored checkpoint must be no older
-	// than it — so that whoever can write the store cannot delete or roll
-	// back the record of what was signed without the next signature, and
-	// CheckLog, refusing.
+	// outside the store (CheckpointFile is one, in a file) — written once
+	// the store committed it, never under an application's transaction —
+	// and is read back before every signature: the stored log must still
+	// hold the checkpoint kept there, and a new signature extends it, so
+	// that whoever can write the store cannot delete or roll back the
+	// record of what was signed and rewrite the log after it without the
+	// next signature, and CheckLog, refusing. Retention never purges past
+	// it.
 	Checkpoints CheckpointStore
 	// Witnesses cosign each checkpoint after checking that it extends the
 	// last one they cosigned for this log (C2SP tlog-witness): see
-	// WitnessConfig. Their cosignatures are stored with the checkpoint.
+	// WitnessConfig and Checkpoint for what each answer does. They are
+	// asked at once, each within its Timeout, after the checkpoint is
+	// signed and before it is stored; their cosignatures are stored with
+	// it, and one a witness refused is never stored. Retention never
+	// purges past the last checkpoint a configured witness cosigned.
 	Witnesses []WitnessConfig
 	// SequencerLease is how long the process that sequences the audit log
 	// holds the job before another may take it over — the longest the log
@@ -177,6 +191,7 @@ const (
 	defaultEventRetention     = 30 * 24 * time.Hour
 	defaultPollInterval       = time.Second
 	defaultReapInterval       = 5 * time.Second
+	defaultReapTimeout        = time.Minute
 	defaultSequencerLease     = 5 * time.Second
 	defaultMaxAttempts        = 5
 )
@@ -291,9 +306,10 @@ func newSwitchboard(st store.Store, cfg *Config) (*Switchboard, error) {
 	orDuration(&c.EventRetention, defaultEventRetention)
 	orDuration(&c.PollInterval, defaultPollInterval)
 	orDuration(&c.ReapInterval, defaultReapInterval)
+	orDuration(&c.ReapTimeout, defaultReapTimeout)
 	orDuration(&c.SequencerLease, defaultSequencerLease)
 	orInt(&c.MaxAttempts, defaultMaxAttempts)
-	for _, d := range []time.Duration{c.PollInterval, c.ReapInterval, c.SequencerLease, c.KeyRefetchInterval, c.MaxTokenAge, c.ClockLeeway, c.PendingTTL, c.PickupWindow, c.DefaultLease, c.MaxLease, c.DedupRetention} {
+	for _, d := range []time.Duration{c.PollInterval, c.ReapInterval, c.ReapTimeout, c.SequencerLease, c.KeyRefetchInterval, c.MaxTokenAge, c.ClockLeeway, c.PendingTTL, c.PickupWindow, c.DefaultLease, c.MaxLease, c.DedupRetention} {
 		if d < 0 {
 			return nil, invalid("negative duration in Config")
 		}

@@ -5,6 +5,7 @@
 package switchboard
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"golang.org/x/mod/sumdb/note"
 	"golang.org/x/mod/sumdb/tlog"
@@ -42,33 +44,68 @@ type WitnessConfig struct {
 	// Key is the witness's public key in signed-note form
 	// (name+hash+base64 of 0x04 and the Ed25519 key, C2SP
 	// tlog-cosignature): a cosignature that does not verify with it is
-	// not stored.
+	// not stored, and other lines of the witness's answer are ignored.
 	Key string
+	// Timeout bounds each call to the witness (a Checkpoint asks every
+	// witness at once, so a witness that never answers costs one
+	// Timeout per checkpoint and holds nothing else up); 0 means 10
+	// seconds.
+	Timeout time.Duration
 }
+
+// defaultWitnessTimeout is WitnessConfig.Timeout's default.
+const defaultWitnessTimeout = 10 * time.Second
 
 // WitnessConflict is the error of a witness whose last cosigned
 // checkpoint for the log has another size than the one the caller proved
-// from: Size is the witness's (C2SP tlog-witness's 409 Conflict).
-type WitnessConflict struct{ Size uint64 }
+// from: Size is the witness's (C2SP tlog-witness's 409 Conflict). Fork
+// marks the other 409 the protocol defines — a checkpoint of the size the
+// witness last cosigned, with another root — and makes the error match
+// ErrWitnessRefused; a client that only sees the status tells it by Size
+// being the size it sent.
+type WitnessConflict struct {
+	Size uint64
+	Fork bool
+}
 
 func (e *WitnessConflict) Error() string {
+	if e.Fork {
+		return "the last checkpoint cosigned for this log has the same " + strconv.FormatUint(e.Size, 10) + " events and another root: a fork"
+	}
 	return "the last checkpoint cosigned for this log has " + strconv.FormatUint(e.Size, 10) + " events"
+}
+
+// Unwrap returns ErrWitnessRefused for a fork, else nil.
+func (e *WitnessConflict) Unwrap() error {
+	if e.Fork {
+		return ErrWitnessRefused
+	}
+	return nil
 }
 
 var (
 	// ErrWitnessRefused: a witness refused to cosign because the
 	// checkpoint is not consistent with the last one it cosigned for the
-	// log — the log showed it a different history, or a shorter one.
+	// log — the log showed it a different history, or a shorter one
+	// (C2SP tlog-witness's 422, or 409 for another root at the same
+	// size). Checkpoint's error is then an *AuditError wrapping both it
+	// and ErrAuditBroken, and the checkpoint is neither stored nor kept.
 	ErrWitnessRefused = errors.New("witness refused the checkpoint")
+	// ErrWitnessForbidden: a witness does not witness this log or does
+	// not trust the key that signed the checkpoint (C2SP tlog-witness's
+	// 404 and 403) — after a key rotation, give every witness the new
+	// key before the log signs with it. The checkpoint stands.
+	ErrWitnessForbidden = errors.New("witness does not accept this log or its key")
 	// ErrWitness is wrapped by Checkpoint's error when a witness could
-	// not be asked or answered nonsense; the checkpoint itself stands.
+	// not be asked in time or answered nonsense; the checkpoint itself
+	// stands.
 	ErrWitness = errors.New("witness unavailable")
 )
 
 type witness struct {
 	cfg WitnessConfig
 	v   *cosig.Verifier
-	mu  sync.Mutex // one request at a time per witness
+	sem chan struct{} // one request at a time per witness
 }
 
 func newWitnesses(cs []WitnessConfig) ([]witness, error) {
@@ -78,6 +115,12 @@ func newWitnesses(cs []WitnessConfig) ([]witness, error) {
 		if c.Witness == nil {
 			return nil, invalid("Config.Witnesses[%d]: no Witness", i)
 		}
+		if c.Timeout < 0 {
+			return nil, invalid("Config.Witnesses[%d].Timeout is negative", i)
+		}
+		if c.Timeout == 0 {
+			c.Timeout = defaultWitnessTimeout
+		}
 		v, err := cosig.NewVerifier(c.Key)
 		if err != nil {
 			return nil, invalid("Config.Witnesses[%d].Key: %v", i, err)
@@ -86,7 +129,7 @@ func newWitnesses(cs []WitnessConfig) ([]witness, error) {
 			return nil, invalid("Config.Witnesses[%d]: a second witness named %q", i, v.Name())
 		}
 		names[v.Name()] = true
-		out[i] = witness{cfg: c, v: v}
+		out[i] = witness{cfg: c, v: v, sem: make(chan struct{}, 1)}
 	}
 	return out, nil
 }
@@ -94,110 +137,164 @@ func newWitnesses(cs []WitnessConfig) ([]witness, error) {
 // witnessKey is the tMeta key of the size a witness last cosigned.
 func witnessKey(name string) string { return "witness\x00" + name }
 
+// witnessSizes reads the size each configured witness last cosigned (0:
+// none recorded).
+func (s *Switchboard) witnessSizes(t *txn) ([]uint64, error) {
+	out := make([]uint64, len(s.witnesses))
+	for i := range s.witnesses {
+		name := s.witnesses[i].v.Name()
+		b, err := t.tx.Get(tMeta, []byte(witnessKey(name)))
+		if errors.Is(err, store.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if len(b) != 8 {
+			return nil, fmt.Errorf("witness %s: stored size is %d bytes", name, len(b))
+		}
+		out[i] = keySeq(b)
+	}
+	return out, nil
+}
+
+// cosignature is what one witness returned: its name and its cosignature
+// lines, each verified with its key.
+type cosignature struct {
+	name  string
+	lines [][]byte
+}
+
 // askWitnesses has each witness that has not cosigned cp yet cosign it,
-// with a consistency proof from the last checkpoint it cosigned, and
-// stores the cosignatures with the stored checkpoint. A witness that
-// refuses — the log is not consistent with what it saw — is an
-// *AuditError; one that fails otherwise is ErrWitness.
-func (s *Switchboard) askWitnesses(ctx context.Context, cp Checkpoint) (Checkpoint, error) {
+// all at once, each from the size olds gives for it (the last it
+// cosigned, as stored). A witness that refuses — the log is not
+// consistent with what it saw — is an *AuditError wrapping
+// ErrWitnessRefused, returned alone; the others' troubles are joined.
+func (s *Switchboard) askWitnesses(ctx context.Context, cp Checkpoint, olds []uint64) ([]cosignature, error) {
 	logNote, err := s.logOnly(cp.Note)
 	if err != nil {
-		return cp, err
+		return nil, err
 	}
 	text, _, _ := strings.Cut(string(logNote), "\n\n")
 	text += "\n"
-	var problems []error
+	type answer struct {
+		c   cosignature
+		err error
+	}
+	answers := make([]answer, len(s.witnesses))
+	var wg sync.WaitGroup
 	for i := range s.witnesses {
 		w := &s.witnesses[i]
 		if has, err := hasCosignature(cp.Note, w.v); err != nil || has {
 			continue
 		}
-		line, err := s.askWitness(ctx, w, cp, logNote)
-		if err != nil {
-			if errors.Is(err, ErrAuditBroken) {
-				return cp, err
-			}
-			problems = append(problems, fmt.Errorf("%w: %s: %w", ErrWitness, w.v.Name(), inner(err)))
-			continue
-		}
-		sig, err := parseSigLine(line)
-		if err != nil || sig.Name != w.v.Name() || sig.Hash != w.v.KeyHash() {
-			problems = append(problems, fmt.Errorf("%w: %s: its answer is not its cosignature", ErrWitness, w.v.Name()))
-			continue
-		}
-		if _, err := note.Open(append([]byte(text+"\n"), line...), note.VerifierList(w.v)); err != nil {
-			problems = append(problems, fmt.Errorf("%w: %s: its cosignature does not verify: %v", ErrWitness, w.v.Name(), err))
-			continue
-		}
-		err = s.update(ctx, func(t *txn) error {
-			b, err := t.tx.Get(tMeta, []byte(checkpointKey))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			body, err := s.askWitness(ctx, w, cp, logNote, olds[i])
 			if err != nil {
-				return err
+				answers[i].err = err
+				return
 			}
-			stored, _, err := openCheckpointWith(b, s.logVerifiers)
+			lines, err := witnessLines(body, text, w.v)
 			if err != nil {
-				return err
+				answers[i].err = fmt.Errorf("%w: %s: %v", ErrWitness, w.v.Name(), err)
+				return
 			}
-			if stored.Size == cp.Size && stored.Root == cp.Root && !bytesContains(b, line) {
-				b = append(b, line...)
-				if err := t.tx.Put(tMeta, []byte(checkpointKey), b); err != nil {
-					return err
-				}
-				cp.Note = b
-			}
-			return t.tx.Put(tMeta, []byte(witnessKey(w.v.Name())), be64b(cp.Size))
-		})
-		if err != nil {
-			return cp, err
+			answers[i].c = cosignature{name: w.v.Name(), lines: lines}
+		}()
+	}
+	wg.Wait()
+	var out []cosignature
+	var problems []error
+	for i, a := range answers {
+		switch {
+		case errors.Is(a.err, ErrAuditBroken):
+			return nil, a.err
+		case errors.Is(a.err, ErrWitnessForbidden) || errors.Is(a.err, ErrWitness):
+			problems = append(problems, a.err)
+		case a.err != nil:
+			problems = append(problems, fmt.Errorf("%w: %s: %w", ErrWitness, s.witnesses[i].v.Name(), inner(a.err)))
+		case a.c.name != "":
+			out = append(out, a.c)
 		}
 	}
-	return cp, errors.Join(problems...)
+	return out, errors.Join(problems...)
 }
 
-// askWitness sends cp to w with a proof from the size w last cosigned,
-// and once more from the size w says it has if that differs.
-func (s *Switchboard) askWitness(ctx context.Context, w *witness, cp Checkpoint, logNote []byte) ([]byte, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	var old uint64
-	err := s.view(ctx, func(t *txn) error {
-		b, err := t.tx.Get(tMeta, []byte(witnessKey(w.v.Name())))
-		if errors.Is(err, store.ErrNotFound) {
-			return nil
+// witnessLines returns the lines of a witness's answer that are its
+// cosignatures of text (C2SP tlog-witness: one or more signature lines;
+// lines of other keys are ignored). None is an error.
+func witnessLines(body []byte, text string, v *cosig.Verifier) ([][]byte, error) {
+	var lines [][]byte
+	for len(body) > 0 {
+		line := body
+		if i := bytes.IndexByte(body, '\n'); i >= 0 {
+			line, body = body[:i+1], body[i+1:]
+		} else {
+			body = nil
 		}
+		sig, err := parseSigLine(line)
 		if err != nil {
-			return err
+			return nil, errors.New("its answer is not signature lines")
 		}
-		if len(b) != 8 {
-			return fmt.Errorf("witness %s: stored size is %d bytes", w.v.Name(), len(b))
+		if sig.Name != v.Name() || sig.Hash != v.KeyHash() {
+			continue
 		}
-		old = keySeq(b)
-		return nil
-	})
-	if err != nil {
-		return nil, err
+		if _, err := note.Open(append([]byte(text+"\n"), line...), note.VerifierList(v)); err != nil {
+			return nil, fmt.Errorf("its cosignature does not verify: %v", err)
+		}
+		lines = append(lines, line)
 	}
+	if len(lines) == 0 {
+		return nil, errors.New("its answer holds no cosignature of its key")
+	}
+	return lines, nil
+}
+
+// askWitness sends cp to w with a proof from old, the size w last
+// cosigned as stored, and once more from the size w says it has if that
+// differs — within w's Timeout, one request at a time per witness.
+func (s *Switchboard) askWitness(ctx context.Context, w *witness, cp Checkpoint, logNote []byte, old uint64) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, w.cfg.Timeout)
+	defer cancel()
+	select {
+	case w.sem <- struct{}{}:
+		defer func() { <-w.sem }()
+	case <-ctx.Done():
+		return nil, fmt.Errorf("%w: %s: another request to it is under way: %w", ErrWitness, w.v.Name(), ctx.Err())
+	}
+	name := w.v.Name()
 	for try := 0; ; try++ {
 		if old > cp.Size {
-			return nil, &AuditError{Seq: cp.Size + 1, Reason: fmt.Sprintf("witness %s has cosigned a checkpoint of %d events for this log, which now signs %d: the log was rolled back", w.v.Name(), old, cp.Size)}
+			return nil, &AuditError{Seq: cp.Size + 1, Err: ErrWitnessRefused, Reason: fmt.Sprintf("witness %s has cosigned a checkpoint of %d events for this log, which now signs %d: the log was rolled back", name, old, cp.Size)}
 		}
 		var proof []tlog.Hash
 		if old > 0 && old < cp.Size {
 			p, err := s.ProveConsistency(ctx, old, cp.Size)
+			if errors.Is(err, ErrEventPurged) {
+				return nil, &AuditError{Seq: old + 1, Err: ErrWitnessRefused, Reason: fmt.Sprintf("witness %s last cosigned a checkpoint of %d events, and the log can no longer prove the one of %d extends it: retention never purges past it, so the store was written", name, old, cp.Size)}
+			}
 			if err != nil {
 				return nil, err
 			}
 			proof = p.Hashes
 		}
-		line, err := w.cfg.Witness.AddCheckpoint(ctx, old, proof, logNote)
+		body, err := w.cfg.Witness.AddCheckpoint(ctx, old, proof, logNote)
 		var conflict *WitnessConflict
 		switch {
 		case err == nil:
-			return line, nil
-		case errors.As(err, &conflict) && try == 0 && conflict.Size != old:
+			return body, nil
+		case errors.As(err, &conflict) && (conflict.Fork || conflict.Size == old):
+			return nil, &AuditError{Seq: 1, Err: ErrWitnessRefused, Reason: fmt.Sprintf("witness %s refused the checkpoint of %d events: it cosigned another root for the log of %d events: a fork", name, cp.Size, conflict.Size)}
+		case errors.As(err, &conflict) && try == 0:
 			old = conflict.Size
+		case errors.As(err, &conflict):
+			return nil, fmt.Errorf("%w: %s: its size changed again, to %d", ErrWitness, name, conflict.Size)
 		case errors.Is(err, ErrWitnessRefused):
-			return nil, &AuditError{Seq: min(old, cp.Size) + 1, Reason: fmt.Sprintf("witness %s refused the checkpoint of %d events: %v", w.v.Name(), cp.Size, err)}
+			return nil, &AuditError{Seq: min(old, cp.Size) + 1, Err: ErrWitnessRefused, Reason: fmt.Sprintf("witness %s refused the checkpoint of %d events as not extending the one of %d it cosigned: %v", name, cp.Size, old, inner(err))}
+		case errors.Is(err, ErrWitnessForbidden):
+			return nil, fmt.Errorf("witness %s: %w", name, inner(err))
 		default:
 			return nil, err
 		}
@@ -249,8 +346,6 @@ func parseSigLine(line []byte) (note.Signature, error) {
 	}
 	return unverified.Note.UnverifiedSigs[0], nil
 }
-
-func bytesContains(b, sub []byte) bool { return strings.Contains(string(b), string(sub)) }
 
 // OpenWitnessedCheckpoint is OpenCheckpoint that also requires at least
 // quorum valid cosignatures from distinct witnesses among witnessKeys

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -243,6 +244,8 @@ func ErrorCases(t testing.TB) []ErrorCase {
 	}
 	_, err = w.AddCheckpoint(ctx, cp.Size, nil, fork.Note) // no proof: it does not extend what was cosigned
 	add("ErrWitnessRefused", is(switchboard.ErrWitnessRefused), err)
+	_, err = w.AddCheckpoint(ctx, 0, nil, []byte(strings.Replace(string(cp.Note), "errors.example/log", "errors.example/other", 1)))
+	add("ErrWitnessForbidden", is(switchboard.ErrWitnessForbidden), err)
 	return out
 }
 

@@ -81,3 +81,54 @@ func (m hashMap) ReadHashes(idx []int64) ([]tlog.Hash, error) {
 	}
 	return out, nil
 }
+
+// MoveAuditPurgeMark sets the audit log's purge mark — how many of its
+// first events retention says it deleted — to purged, and stores the tree
+// hashes over them that proofs would need (their frontier), read from the
+// stored tree as it is: what an attacker who rewrote the log
+// (RewriteAuditEvent) would write to make the rewrite look older than
+// retention. With drop, the events under the mark are deleted too. It is
+// for tests of the checks that refuse it; it needs a log whose events were
+// never purged, with no offset.
+func MoveAuditPurgeMark(ctx context.Context, st store.Store, purged uint64, drop bool) error {
+	return st.Update(ctx, func(tx store.Tx) error {
+		state, err := tx.Get("meta", []byte("log"))
+		if err != nil {
+			return fmt.Errorf("switchboardtest: the audit log's state: %w", err)
+		}
+		if len(state) != 32 || binary.BigEndian.Uint64(state) < purged {
+			return fmt.Errorf("switchboardtest: a log state of %d bytes cannot be purged to %d", len(state), purged)
+		}
+		var start uint64
+		for level := 63; level >= 0; level-- {
+			if purged&(1<<level) == 0 {
+				continue
+			}
+			x := tlog.StoredHashIndex(level, int64(start>>level))
+			n := start + 1<<level - 1 // the leaf that completed the subtree
+			v, err := tx.Get("events", binary.BigEndian.AppendUint64(nil, n+1))
+			if err != nil {
+				return fmt.Errorf("switchboardtest: event %d: %w", n+1, err)
+			}
+			count := 1
+			for y := n; y&1 == 1; y >>= 1 {
+				count++
+			}
+			at := len(v) - count*tlog.HashSize + level*tlog.HashSize
+			if err := tx.Put("log_hashes", binary.BigEndian.AppendUint64(nil, uint64(x)), bytes.Clone(v[at:at+tlog.HashSize])); err != nil {
+				return err
+			}
+			start += 1 << level
+		}
+		if drop {
+			for seq := uint64(1); seq <= purged; seq++ {
+				if err := tx.Delete("events", binary.BigEndian.AppendUint64(nil, seq)); err != nil {
+					return err
+				}
+			}
+		}
+		state = bytes.Clone(state)
+		binary.BigEndian.PutUint64(state[16:], purged)
+		return tx.Put("meta", []byte("log"), state)
+	})
+}

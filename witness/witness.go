@@ -36,11 +36,14 @@ import (
 )
 
 // Errors a Server's AddCheckpoint returns (besides *switchboard.WitnessConflict
-// and errors wrapping switchboard.ErrWitnessRefused), matched with errors.Is.
+// and errors wrapping switchboard.ErrWitnessRefused), matched with
+// errors.Is. ErrUnknownLog and ErrBadSignature also match
+// switchboard.ErrWitnessForbidden, as the Client's errors for 404 and 403
+// do.
 var (
-	ErrUnknownLog   = errors.New("unknown log")                           // 404: no log of that origin is witnessed here
-	ErrBadSignature = errors.New("the checkpoint's signature is invalid") // 403
-	ErrBadRequest   = errors.New("malformed request")                     // 400
+	ErrUnknownLog   = fmt.Errorf("%w: unknown log", switchboard.ErrWitnessForbidden)                           // 404: no log of that origin is witnessed here
+	ErrBadSignature = fmt.Errorf("%w: the checkpoint's signature is invalid", switchboard.ErrWitnessForbidden) // 403: no signature by a key of the log verifies
+	ErrBadRequest   = errors.New("malformed request")                                                          // 400
 )
 
 // Log is a log a Server witnesses: its origin (the first line of its
@@ -148,10 +151,21 @@ type checkpoint struct {
 	text   string
 }
 
+// parseCheckpoint reads a checkpoint's text (C2SP tlog-checkpoint): the
+// origin, the size, the root hash, then any extension lines — each
+// non-empty — which the cosignature covers like the rest.
 func parseCheckpoint(text string) (checkpoint, error) {
 	lines := strings.Split(text, "\n")
-	if len(lines) != 4 || lines[3] != "" {
-		return checkpoint{}, errors.New("a checkpoint is three lines")
+	if len(lines) < 4 || lines[len(lines)-1] != "" {
+		return checkpoint{}, errors.New("a checkpoint is at least three lines, each ending in a newline")
+	}
+	for _, ext := range lines[3 : len(lines)-1] {
+		if ext == "" {
+			return checkpoint{}, errors.New("an extension line is empty")
+		}
+	}
+	if lines[0] == "" {
+		return checkpoint{}, errors.New("the origin is empty")
 	}
 	size, err := strconv.ParseUint(lines[1], 10, 64)
 	if err != nil || strconv.FormatUint(size, 10) != lines[1] {
@@ -167,11 +181,14 @@ func parseCheckpoint(text string) (checkpoint, error) {
 }
 
 // AddCheckpoint is switchboard.Witness's: it checks that signed (the log's
-// signed note) is signed by the log's key and extends, by proof, the last
-// checkpoint cosigned for that log — which must have oldSize events —
-// records it, and returns its cosignature line. A fork (another root at a
-// size cosigned before, or a proof that does not lead from the last one)
-// is refused with switchboard.ErrWitnessRefused and reported.
+// signed note, which may carry extension lines and other signatures) is
+// signed by a key of the log and extends, by proof, the last checkpoint
+// cosigned for that log — which must have oldSize events — records it,
+// and returns its cosignature line. Another root at the size cosigned
+// last (the empty tree's included) is a *switchboard.WitnessConflict with
+// Fork set, matching switchboard.ErrWitnessRefused (409); a proof that does
+// not lead from the last one wraps switchboard.ErrWitnessRefused (422).
+// Both are reported to Config.Logger.
 func (s *Server) AddCheckpoint(ctx context.Context, oldSize uint64, proof []tlog.Hash, signed []byte) ([]byte, error) {
 	line, err := s.addCheckpoint(ctx, oldSize, proof, signed)
 	if err != nil {
@@ -203,7 +220,9 @@ func (s *Server) addCheckpoint(ctx context.Context, oldSize uint64, proof []tlog
 	}
 	err = s.cfg.Store.Update(ctx, func(tx store.Tx) error {
 		var last checkpoint
+		seen := false
 		if b, err := tx.Get(table, []byte(origin)); err == nil {
+			seen = true
 			ln, err := note.Open(b, vs)
 			if err != nil {
 				return fmt.Errorf("the stored checkpoint of %s: %w", origin, err)
@@ -218,12 +237,15 @@ func (s *Server) addCheckpoint(ctx context.Context, oldSize uint64, proof []tlog
 			return &switchboard.WitnessConflict{Size: last.size}
 		}
 		switch {
-		case last.size == 0 && oldSize == 0:
+		case !seen:
 			// The first checkpoint of this log: nothing to extend.
 		case cp.size == last.size:
 			if cp.root != last.root {
-				return s.refuse(origin, fmt.Errorf("a checkpoint of %d events with another root than the one cosigned: a fork", cp.size))
+				s.refuse(origin, fmt.Errorf("a checkpoint of %d events with another root than the one cosigned: a fork", cp.size))
+				return &switchboard.WitnessConflict{Size: last.size, Fork: true}
 			}
+		case oldSize == 0:
+			// Cosigned before at size 0 only: any tree extends the empty one.
 		default:
 			if err := tlog.CheckTree(proof, int64(cp.size), cp.root, int64(last.size), last.root); err != nil {
 				return s.refuse(origin, fmt.Errorf("the checkpoint of %d events does not extend the one of %d cosigned before: %v", cp.size, last.size, err))
@@ -243,23 +265,30 @@ func (s *Server) refuse(origin string, err error) error {
 	return fmt.Errorf("%w: %v", switchboard.ErrWitnessRefused, err)
 }
 
-// maxBody bounds an add-checkpoint request.
-const maxBody = 64 << 10
+// MaxRequest is the largest add-checkpoint request body ServeHTTP reads
+// (and the largest answer the Client reads): a checkpoint, its signatures
+// and a proof of at most 63 hashes fit many times over.
+const MaxRequest = 64 << 10
 
 // ServeHTTP serves C2SP tlog-witness's add-checkpoint: a POST (to any
 // path; mount it at <prefix>/add-checkpoint) whose body is "old <size>",
-// the consistency proof's hashes in base64 a line each, an empty line and
-// the checkpoint note. It answers 200 with the cosignature line, 409 with
-// the size it last cosigned (text/x.tlog.size), 422 for a checkpoint that
-// does not extend it, 404 for a log it does not witness, 403 for a bad
-// signature and 400 for a malformed request.
+// the consistency proof's hashes in base64 a line each (at most 63), an
+// empty line and the checkpoint note — at most MaxRequest bytes (413
+// beyond). It answers 200 with the cosignature line
+// (text/x.tlog.cosignature); 409 with the size it last cosigned
+// (text/x.tlog.size) when that is not the old size, or when it is the
+// checkpoint's size with another root (a fork); 422 for a proof that does
+// not lead from what it cosigned; 404 for a log it does not witness; 403
+// when no signature by a key of the log verifies; 400 for a malformed
+// request or an old size past the checkpoint's; 405 to any method but
+// POST.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", "POST")
 		http.Error(w, "POST only", http.StatusMethodNotAllowed)
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxRequest))
 	if err != nil {
 		http.Error(w, "body too large", http.StatusRequestEntityTooLarge)
 		return
@@ -318,7 +347,7 @@ func parseRequest(body []byte) (uint64, []tlog.Hash, []byte, error) {
 		var h tlog.Hash
 		copy(h[:], b)
 		proof = append(proof, h)
-		if len(proof) > 64 {
+		if len(proof) > 63 {
 			return 0, nil, nil, errors.New("switchboard: witness: proof too long")
 		}
 	}
@@ -326,11 +355,21 @@ func parseRequest(body []byte) (uint64, []tlog.Hash, []byte, error) {
 }
 
 // Client asks a witness over HTTP (C2SP tlog-witness): a switchboard.Witness.
+// Its errors follow the protocol's statuses: 409 is a
+// *switchboard.WitnessConflict with the witness's size; 422 wraps
+// switchboard.ErrWitnessRefused; 403 and 404 wrap
+// switchboard.ErrWitnessForbidden; anything else (a timeout, 400, 5xx) is
+// an error the Switchboard files under switchboard.ErrWitness. A 200
+// answer is returned whole: one or more signature lines, of which the
+// Switchboard keeps those its WitnessConfig.Key verifies.
 type Client struct {
 	// URL is the witness's add-checkpoint endpoint.
 	URL string
 	// HTTP is the client it is asked with; nil: http.DefaultClient.
 	HTTP *http.Client
+	// Timeout bounds each request, whatever HTTP's own timeout; 0 means
+	// 10 seconds.
+	Timeout time.Duration
 }
 
 var _ switchboard.Witness = (*Client)(nil)
@@ -353,6 +392,12 @@ func (c *Client) addCheckpoint(ctx context.Context, oldSize uint64, proof []tlog
 	}
 	b.WriteByte('\n')
 	b.Write(signed)
+	timeout := c.Timeout
+	if timeout <= 0 {
+		timeout = 10 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.URL, &b)
 	if err != nil {
 		return nil, err
@@ -366,7 +411,7 @@ func (c *Client) addCheckpoint(ctx context.Context, oldSize uint64, proof []tlog
 		return nil, err
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
+	body, err := io.ReadAll(io.LimitReader(resp.Body, MaxRequest))
 	if err != nil {
 		return nil, err
 	}
@@ -380,7 +425,20 @@ func (c *Client) addCheckpoint(ctx context.Context, oldSize uint64, proof []tlog
 		}
 		return nil, &switchboard.WitnessConflict{Size: size}
 	case http.StatusUnprocessableEntity:
-		return nil, fmt.Errorf("%w: %s", switchboard.ErrWitnessRefused, strings.TrimSpace(string(body)))
+		return nil, fmt.Errorf("%w: 422: %s", switchboard.ErrWitnessRefused, clip(body))
+	case http.StatusForbidden:
+		return nil, fmt.Errorf("%w: 403: no signature on the checkpoint verifies with the keys it holds for the log (after a key rotation, give it the new key first): %s", switchboard.ErrWitnessForbidden, clip(body))
+	case http.StatusNotFound:
+		return nil, fmt.Errorf("%w: 404: it does not witness this log: %s", switchboard.ErrWitnessForbidden, clip(body))
 	}
-	return nil, fmt.Errorf("%s: %s", resp.Status, strings.TrimSpace(string(body)))
+	return nil, fmt.Errorf("%s: %s", resp.Status, clip(body))
+}
+
+// clip is a witness's answer for an error message: trimmed and bounded.
+func clip(b []byte) string {
+	s := strings.TrimSpace(string(b))
+	if len(s) > 200 {
+		s = s[:200] + "…"
+	}
+	return s
 }

@@ -263,7 +263,7 @@ func (a *app) commands() *cobra.Command {
 		}}
 	verify.Flags().BoolVar(&progress, "progress", term.IsTerminal(int(os.Stderr.Fd())), "draw a progress bar on stderr (default: when stderr is a terminal)")
 	audit.AddCommand(verify)
-	audit.AddCommand(&cobra.Command{Use: "checkpoint", Short: "Sign and print the log's latest checkpoint (needs --log-key)", Args: cobra.NoArgs,
+	audit.AddCommand(&cobra.Command{Use: "checkpoint", Short: "Sign and print the log's latest checkpoint (needs --log-key; on a running host's file, of a snapshot, kept nowhere)", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := a.open(cmd.Context()); err != nil {
 				return err
@@ -274,6 +274,9 @@ func (a *app) commands() *cobra.Command {
 			}
 			if err != nil {
 				return err
+			}
+			if a.snapshot != "" {
+				fmt.Fprintln(os.Stderr, "switchboard: a checkpoint of the snapshot: stored in the snapshot only, and not kept beside the log key (the running host signs and keeps its own)")
 			}
 			if a.asJSON {
 				return a.json(cp)
@@ -362,6 +365,13 @@ func (a *app) open(ctx context.Context) error {
 		cfg.PreviousLogKeys = a.previousKeys
 		if _, err := os.Stat(a.logKey + ".checkpoint"); err == nil {
 			cfg.Checkpoints = switchboard.CheckpointFile(a.logKey + ".checkpoint")
+			if a.snapshot != "" {
+				// A snapshot of a live host's store: the kept checkpoint is
+				// checked against, never written — it is the host's own,
+				// and a checkpoint of the snapshot is stored only in the
+				// snapshot.
+				cfg.Checkpoints = readOnlyCheckpoints{cfg.Checkpoints}
+			}
 		}
 	}
 	sb, err := switchboard.New(a.st, cfg)
@@ -371,6 +381,12 @@ func (a *app) open(ctx context.Context) error {
 	a.sb = sb
 	return nil
 }
+
+// readOnlyCheckpoints is a CheckpointStore that is read and never
+// written.
+type readOnlyCheckpoints struct{ switchboard.CheckpointStore }
+
+func (readOnlyCheckpoints) Save(context.Context, []byte) error { return nil }
 
 // openSnapshot snapshots the held bolt file into a temporary directory
 // (bolt.Snapshot) and opens the copy.

@@ -56,6 +56,7 @@ func main() {
 	dev := flag.Bool("dev", false, "run with an embedded OIDC issuer (at <base-url>/dev/issuer) and the /dev/login and /dev/id-token routes, keeping all state in -dev-dir (for trying the host; never in production)")
 	devDir := flag.String("dev-dir", ".switchboard-dev", "with -dev: the one directory of the dev host's state — its store, the audit log's key and kept checkpoint, the dev issuer's signing key — so a restart continues where it stopped")
 	devReset := flag.Bool("dev-reset", false, "with -dev: delete -dev-dir first and start over")
+	reapInterval := flag.Duration("reap-interval", 5*time.Second, "how often the host's housekeeping runs (Config.ReapInterval): expired leases, requests and grants, retention, a checkpoint of the audit log")
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	set := map[string]bool{}
@@ -129,12 +130,13 @@ func main() {
 		checkpoints = switchboard.CheckpointFile(*logKeyFile + ".checkpoint")
 	}
 	sb, err := switchboard.New(st, &switchboard.Config{
-		Issuers:     []switchboard.Issuer{{URL: *issuer, ClientID: *clientID}},
-		Logger:      log,
-		LogKey:      logKey,
-		Checkpoints: checkpoints,
-		Witnesses:   wcs,
-		Webhooks:    webhooks,
+		Issuers:      []switchboard.Issuer{{URL: *issuer, ClientID: *clientID}},
+		Logger:       log,
+		LogKey:       logKey,
+		Checkpoints:  checkpoints,
+		Witnesses:    wcs,
+		Webhooks:     webhooks,
+		ReapInterval: *reapInterval,
 	})
 	if err != nil {
 		log.Error("switchboard", "err", err)

@@ -2,11 +2,14 @@ package main
 
 import (
 	"bytes"
+	"io"
 	"net"
 	"net/http"
+	"net/http/cookiejar"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -152,6 +155,12 @@ func TestTryItFromTheREADME(t *testing.T) {
 			}
 			run(strings.ReplaceAll(cmdText, "interop/js", js+"/interop/js"))
 		case strings.HasPrefix(cmdText, "go run ./cmd/switchboard"):
+			if strings.Contains(cmdText, " audit checkpoint") {
+				// The log grows just before, so the host's own stored
+				// checkpoint is behind the snapshot's: a second signer's
+				// checkpoint must not leave the host refusing its own.
+				growLog(t, base, "before-cli")
+			}
 			out := run(cliBin + strings.TrimPrefix(cmdText, "go run ./cmd/switchboard"))
 			matched := false
 			for cmdPart, wants := range shows {
@@ -171,8 +180,60 @@ func TestTryItFromTheREADME(t *testing.T) {
 	}
 	require.GreaterOrEqual(t, ran, 12, "the Try it block ran")
 	require.FileExists(t, filepath.Join(dir, ".switchboard-dev", "switchboard.db"), "the dev host kept its state in its directory")
-	require.FileExists(t, filepath.Join(dir, ".switchboard-dev", "log.key.checkpoint"), "and its last checkpoint beside its log key")
+	kept := filepath.Join(dir, ".switchboard-dev", "log.key.checkpoint")
+	require.FileExists(t, kept, "and its last checkpoint beside its log key")
 	require.FileExists(t, filepath.Join(dir, "backup.db"))
+
+	// After the CLI signed a checkpoint of a snapshot of its store, the
+	// host goes on signing its own: 20 more times, each after the log
+	// grew, on a short reap interval, with no checkpoint problem logged.
+	stop()
+	start(append(hostArgs, "-reap-interval", "20ms"))
+	size := keptSize(t, kept)
+	for i := range 20 {
+		growLog(t, base, "after-cli-"+strconv.Itoa(i))
+		require.Eventually(t, func() bool { return keptSize(t, kept) > size }, 30*time.Second, 10*time.Millisecond,
+			"round %d: the host signs and keeps a checkpoint of the grown log (kept: %d events)\nhost log:\n%s", i, size, hostLog)
+		size = keptSize(t, kept)
+	}
+	require.NotContains(t, hostLog.String(), "cannot be checkpointed", "the host never failed to checkpoint")
+}
+
+// growLog adds events to a running dev host's audit log: bob signs in and
+// publishes a persona named after tag.
+func growLog(t *testing.T, base, tag string) {
+	t.Helper()
+	jar, err := cookiejar.New(nil)
+	require.NoError(t, err)
+	c := &http.Client{Jar: jar}
+	resp, err := c.Post(base+"/dev/login", "application/json", strings.NewReader(`{"subject":"bob","name":"Bob Example","email":"bob@example.com"}`))
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	card := `{"discoverable":false,"card":{"name":"Bob ` + tag + `","description":"grows the log","version":"1.0","supportedInterfaces":[{"url":"` + base + `/agents/bob-` + tag + `/","protocolBinding":"urn:switchboard:discovery:v1","protocolVersion":"1.0"}],"capabilities":{},"defaultInputModes":["application/json"],"defaultOutputModes":["application/json"],"skills":[]}}`
+	req, err := http.NewRequest(http.MethodPut, base+"/me/personas/bob-"+tag, strings.NewReader(card))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err = c.Do(req)
+	require.NoError(t, err)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Less(t, resp.StatusCode, 300, "publish: %s", b)
+}
+
+// keptSize is the size of the checkpoint kept in file (0: none yet).
+func keptSize(t *testing.T, file string) uint64 {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	if os.IsNotExist(err) {
+		return 0
+	}
+	require.NoError(t, err)
+	lines := strings.SplitN(string(b), "\n", 3)
+	require.Len(t, lines, 3, "a checkpoint note")
+	n, err := strconv.ParseUint(lines[1], 10, 64)
+	require.NoError(t, err)
+	return n
 }
 
 // logBuffer collects a child's output; the child's copier goroutine writes

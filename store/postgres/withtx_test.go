@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -162,4 +163,67 @@ func TestCloseCutsOffWithTxCalls(t *testing.T) {
 	require.NoError(t, st.Close())
 	require.Less(t, time.Since(start), 5*time.Second, "Close waited past CloseTimeout")
 	require.Error(t, <-blocked)
+}
+
+// Checkpoint's doc: under an application's transaction "nothing outside
+// the store is written or asked: no witness, no kept checkpoint". Signed
+// under WithTx and rolled back, the checkpoint leaves nothing behind that
+// later checks compare against: CheckLog and the next Checkpoint succeed,
+// and only that one is kept outside the store. Committed, it is stored,
+// and the next Checkpoint outside a transaction keeps it.
+func TestCheckpointUnderWithTx(t *testing.T) {
+	ctx := context.Background()
+	skey, vkey, err := switchboard.NewLogKey("withtx.test/log")
+	require.NoError(t, err)
+	kept := switchboard.CheckpointFile(filepath.Join(t.TempDir(), "kept"))
+	d := newDeploymentOn(t, testDSN(t), postgres.Options{}, switchboard.Quotas{}, time.Second, func(c *switchboard.Config) {
+		c.LogKey, c.Checkpoints = skey, kept
+	})
+	d.friend()
+	sequenced(t, d.sb, d.st)
+	app, err := pgx.Connect(ctx, d.cfg.DSN)
+	require.NoError(t, err)
+	defer app.Close(ctx)
+	serializable := pgx.TxOptions{IsoLevel: pgx.Serializable}
+
+	tx, err := app.BeginTx(ctx, serializable)
+	require.NoError(t, err)
+	cp, err := d.sb.Checkpoint(postgres.WithTx(ctx, tx))
+	require.NoError(t, err)
+	_, err = switchboard.OpenCheckpoint(cp.Note, vkey)
+	require.NoError(t, err)
+	b, err := kept.Load(ctx)
+	require.NoError(t, err)
+	require.Nil(t, b, "nothing kept before the application commits")
+	require.NoError(t, tx.Rollback(ctx))
+	require.Nil(t, storedCheckpoint(t, d.st), "rolled back with the application's transaction")
+	require.NoError(t, d.sb.CheckLog(ctx), "nothing the rollback undid is compared against")
+	again, err := d.sb.Checkpoint(ctx)
+	require.NoError(t, err)
+	require.Equal(t, cp.Note, again.Note, "the same tree, signed again")
+	b, err = kept.Load(ctx)
+	require.NoError(t, err)
+	require.Equal(t, again.Note, b)
+
+	// Committed: stored, and kept by the next Checkpoint outside.
+	_, _, err = d.sb.Vend(ctx, d.bob, switchboard.VendRequest{Agent: "bob-desk", Scope: switchboard.Scope{{Queue: "inbox", Verbs: []switchboard.Verb{switchboard.VerbList}}}})
+	require.NoError(t, err)
+	sequenced(t, d.sb, d.st)
+	tx, err = app.BeginTx(ctx, serializable)
+	require.NoError(t, err)
+	cp2, err := d.sb.Checkpoint(postgres.WithTx(ctx, tx))
+	require.NoError(t, err)
+	require.Greater(t, cp2.Size, cp.Size)
+	require.NoError(t, tx.Commit(ctx))
+	require.Equal(t, cp2.Note, storedCheckpoint(t, d.st))
+	b, err = kept.Load(ctx)
+	require.NoError(t, err)
+	require.Equal(t, again.Note, b, "not kept inside the transaction")
+	cp3, err := d.sb.Checkpoint(ctx)
+	require.NoError(t, err)
+	require.Equal(t, cp2.Note, cp3.Note)
+	b, err = kept.Load(ctx)
+	require.NoError(t, err)
+	require.Equal(t, cp2.Note, b, "kept by the next Checkpoint outside a transaction")
+	require.NoError(t, d.sb.CheckLog(ctx))
 }
