@@ -93,7 +93,14 @@ func TestEventsAreSequencedAfterCommit(t *testing.T) {
 // before.
 func TestSequencerLeaseTakeover(t *testing.T) {
 	h := appendingHarness(t)
-	a := h.sb // it sequenced the harness's setup: it holds the lease
+	a := h.sb
+	// a sequences the harness's setup, and so takes the lease: wait for
+	// its pass to commit (its own commits wake it; the clock does not
+	// move), or b may take the lease first.
+	require.Eventually(t, func() bool {
+		rep, err := a.VerifyAudit(ctx)
+		return err == nil && rep.Pending == 0
+	}, 30*time.Second, time.Millisecond, "a sequenced the setup")
 	b, err := sb.New(h.st, &sb.Config{Clock: h.clock, Issuers: []sb.Issuer{h.iss.Config()}, Quotas: testQuotas})
 	require.NoError(t, err)
 	defer b.Close()

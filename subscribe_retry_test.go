@@ -27,16 +27,17 @@ func TestSubscriptionOutlivesAStoreFailure(t *testing.T) {
 			last := evs[len(evs)-1].Seq
 			sub := h.sb.Subscribe(ctx, last, nil)
 			defer sub.Close()
+			waitTimers(t, h.clock, 1) // idle at the log's end, polling on the clock
 
 			st.failViews.Store(true)
 			td, _, err := h.sb.CreateFor(ctx, friend, "inbox", sb.NewTodo{Kind: "k"})
 			require.NoError(t, err, "writes do not read through View")
-			require.Eventually(t, func() bool { return st.viewsFailed.Load() > 0 }, 10*time.Second, time.Millisecond, "the subscription never read")
-			time.Sleep(20 * time.Millisecond) // it waits for PollInterval now
+			// Woken by the commit, its read fails; it waits for
+			// PollInterval again (the idle timer has not fired: two).
+			waitTimers(t, h.clock, 2)
+			require.Positive(t, st.viewsFailed.Load(), "the subscription read, and failed")
 			st.failViews.Store(false)
-			for range 3 {
-				h.clock.Advance(time.Minute) // past PollInterval: it reads again
-			}
+			h.clock.Advance(time.Minute) // past PollInterval: it reads again
 			e := next(t, sub)
 			require.Equal(t, td.ID, e.Todo, "the event committed while reads failed, delivered once they work")
 			require.NoError(t, sub.Err())

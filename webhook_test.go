@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -98,7 +99,11 @@ func startRun(t *testing.T, h *harness) {
 }
 
 // wait waits for the receiver's next request, advancing the test clock (so
-// retries come due) while none arrives.
+// retries come due) while none arrives — but never while a delivery is
+// leased: a runner is sending it, and stepping past its lease would have
+// Run's Reap expire it under the runner (dead-lettered on its last
+// attempt, or sent twice). A step (10 s) is shorter than a delivery's
+// lease, so one claimed just after the check outlives it.
 func (r *receiver) wait(t *testing.T, h *harness) {
 	t.Helper()
 	deadline := time.After(20 * time.Second)
@@ -109,9 +114,22 @@ func (r *receiver) wait(t *testing.T, h *harness) {
 		case <-deadline:
 			t.Fatalf("no delivery arrived; %d so far", len(r.all()))
 		case <-time.After(20 * time.Millisecond):
-			h.clock.Advance(10 * time.Second)
+			ds, err := h.sb.InspectTodos(ctx, "~system/webhooks", nil)
+			if err == nil && !slices.ContainsFunc(ds, func(d switchboard.Todo) bool { return d.State == switchboard.TodoLeased }) {
+				h.clock.Advance(10 * time.Second)
+			}
 		}
 	}
+}
+
+// delivered waits until every delivery is recorded as delivered: the
+// receiver sees a request before the runner records it.
+func delivered(t *testing.T, h *harness) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		ds, err := h.sb.InspectTodos(ctx, "~system/webhooks", nil)
+		return err == nil && len(ds) > 0 && !slices.ContainsFunc(ds, func(d switchboard.Todo) bool { return d.State != switchboard.TodoDone })
+	}, 20*time.Second, 5*time.Millisecond, "every delivery recorded as delivered")
 }
 
 // finishOne has bob's worker claim and complete the next todo with result.
@@ -189,8 +207,9 @@ func TestWebhookRetriesUntilAccepted(t *testing.T) {
 		for range 3 {
 			rcv.wait(t, h)
 		}
+		delivered(t, h)
 		got := rcv.all()
-		require.Len(t, got, 3)
+		require.Len(t, got, 3, "two refused, the third accepted and recorded: no fourth")
 		seen := map[string]int{}
 		for _, g := range got {
 			id, err := switchboard.VerifyWebhook(secret, g.header, g.body, h.clock.Now(), time.Hour)
@@ -486,6 +505,7 @@ func TestWebhookArrivals(t *testing.T) {
 		td, _, err := h.sb.CreateFor(ctx, cred, "inbox", switchboard.NewTodo{Kind: "invoice", Title: "April"})
 		require.NoError(t, err)
 		rcv.wait(t, h)
+		delivered(t, h)
 		got := rcv.all()[0]
 		_, err = switchboard.VerifyWebhook(secret, got.header, got.body, h.clock.Now(), 0)
 		require.NoError(t, err)
@@ -498,10 +518,14 @@ func TestWebhookArrivals(t *testing.T) {
 		require.Equal(t, td.ID, b.Data.Todo.ID)
 
 		require.NoError(t, h.sb.Revoke(ctx, h.bob, og.ID))
+		before, err := h.sb.InspectTodos(ctx, "~system/webhooks", nil)
+		require.NoError(t, err)
 		_, _, err = h.sb.CreateFor(ctx, cred, "inbox", switchboard.NewTodo{Kind: "invoice"})
 		require.NoError(t, err)
-		time.Sleep(100 * time.Millisecond)
-		require.Len(t, rcv.all(), 1, "nothing arrives for a revoked grant's webhook")
+		after, err := h.sb.InspectTodos(ctx, "~system/webhooks", nil)
+		require.NoError(t, err)
+		require.Equal(t, len(before), len(after), "no delivery is queued for a revoked grant's webhook")
+		require.Equal(t, 1, rcv.distinct(), "nothing arrives for a revoked grant's webhook")
 	})
 }
 
@@ -518,7 +542,7 @@ func TestWebhookRedriveAndRetention(t *testing.T) {
 	require.NoError(t, err)
 	finishOne(t, h, worker, `{}`)
 	rcv.wait(t, h)
-	require.Eventually(t, func() bool { d, _ := deadDeliveries(t, h, "HTTP 500"); return d == 1 }, 20*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { d, with := deadDeliveries(t, h, "HTTP 500"); return d == 1 && with == 1 }, 20*time.Second, 10*time.Millisecond, "dead after its one attempt, the receiver's 500 recorded")
 	_, other, err := h.sb.Vend(ctx, h.bob, switchboard.VendRequest{Agent: "bob-desk", Scope: scope("inbox", switchboard.VerbWebhook)})
 	require.NoError(t, err)
 	n, err := h.sb.RedriveWebhook(ctx, other, w.ID)
@@ -539,10 +563,7 @@ func TestWebhookRedriveAndRetention(t *testing.T) {
 	// explicit pass, not which pass did the purging.
 	// The receiver sees the request before the runner records it: wait for
 	// the record, or the step below would expire the delivery's lease.
-	require.Eventually(t, func() bool {
-		ds, err := h.sb.InspectTodos(ctx, "~system/webhooks", nil)
-		return err == nil && len(ds) == 1 && ds[0].State == switchboard.TodoDone
-	}, 20*time.Second, 5*time.Millisecond, "the redriven delivery is recorded as delivered")
+	delivered(t, h)
 	done, err := h.sb.InspectTodos(ctx, "bob-desk/inbox", nil)
 	require.NoError(t, err)
 	require.Len(t, done, 1, "the completed todo is kept within the retention")
