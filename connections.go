@@ -97,8 +97,8 @@ func (s *Switchboard) Connections(ctx context.Context, human Human) ([]Connectio
 				if err != nil {
 					return err
 				}
-				if g.State != GrantActive {
-					continue // (revocation removes the entries; never shown if one stayed)
+				if !g.live(t.now) {
+					continue // revoked (which removes the entries) or expired at this instant
 				}
 				c := Connection{Direction: side.dir, Grant: g.Grant}
 				if e != nil {

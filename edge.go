@@ -42,7 +42,10 @@ const (
 	// Terminal: a new request starts a new edge.
 	EdgeRevoked EdgeState = "revoked"
 	// EdgeReplaced: a later approval in the same direction (a changed
-	// scope) took its place; its grant was revoked with it. Terminal.
+	// scope) took its place; its grant was revoked with it (its credential
+	// fails), but the todos it queued stay and are handed out like any
+	// other while the grant that replaced it is live — revoking that one,
+	// or its expiry, takes them too. Terminal.
 	EdgeReplaced EdgeState = "replaced"
 )
 
@@ -404,10 +407,14 @@ type ApproveOptions struct {
 	// Scope narrows the grant as Approve's narrowed does; nil grants the
 	// scope as requested.
 	Scope Scope
-	// ExpiresAt ends the grant: from then on its credential fails as a
-	// revoked one does, and Reap retires it (its unclaimed todos are
-	// cancelled). Zero: the grant lasts until revoked. It must lie in
-	// the future (and before 2200).
+	// ExpiresAt ends the grant, at that instant: from then on its
+	// credential fails as a revoked one does, no claim hands out the todos
+	// it queued (the claim that meets one cancels it, saying "grant
+	// expired"), its webhooks hear nothing more and Connections no longer
+	// lists it — whether or not Reap has run since; Reap records the
+	// expiry and cancels the rest. Todos claimed before it finish. Zero:
+	// the grant lasts until revoked. It must lie in the future (and
+	// before 2200).
 	ExpiresAt time.Time
 }
 
@@ -457,10 +464,11 @@ func (s *Switchboard) ApproveWith(ctx context.Context, approver Human, edgeID st
 			}
 			granted = Intersect(e.Requested, nar)
 		}
+		var replaced *grantRec
 		if old, err := t.lookup(tEdgeLive, e.From+sep+e.To); err != nil {
 			return err
 		} else if old != "" {
-			if err := t.replaceEdge(old, humanActor(approver)); err != nil {
+			if replaced, err = t.replaceEdge(old, humanActor(approver)); err != nil {
 				return err
 			}
 		}
@@ -468,6 +476,11 @@ func (s *Switchboard) ApproveWith(ctx context.Context, approver Human, edgeID st
 			CollectBy: t.now.Add(s.cfg.PickupWindow), KeyThumbprint: e.KeyThumbprint, ExpiresAt: o.ExpiresAt.UTC()}, e.Requester, false)
 		if err != nil {
 			return err
+		}
+		if replaced != nil {
+			if err := t.linkReplacement(replaced, g.ID); err != nil {
+				return err
+			}
 		}
 		e.Granted, e.GrantID = granted, g.ID
 		if err := t.decide(e, EdgeApproved, humanActor(approver), EventEdgeApproved); err != nil {
@@ -486,17 +499,38 @@ func (s *Switchboard) ApproveWith(ctx context.Context, approver Human, edgeID st
 
 // replaceEdge retires the approved edge id because a new approval in the same
 // direction supersedes it. Its grant is revoked; its queued todos stay, as
-// they came from a party still trusted.
-func (t *txn) replaceEdge(id, actor string) error {
+// they came from a party still trusted, and are handed out while the grant
+// that replaces it is live (see originLive, linkReplacement). A grant past
+// its expiry was no longer trusted: it is revoked as expired, its queued
+// todos cancelled, and nil returned.
+func (t *txn) replaceEdge(id, actor string) (*grantRec, error) {
 	var e edgeRec
 	if err := t.get(tEdges, id, &e, "edge"); err != nil {
-		return err
+		return nil, err
 	}
 	var g grantRec
 	if err := t.get(tGrants, e.GrantID, &g, "grant"); err != nil {
+		return nil, err
+	}
+	if !g.live(t.now) {
+		return nil, t.revokeGrant(&g, &e, systemActor, "expired", true)
+	}
+	return &g, t.revokeGrant(&g, &e, actor, "replaced", false)
+}
+
+// linkReplacement records that grant next replaced old (revoked by
+// replaceEdge in this transaction), both ways.
+func (t *txn) linkReplacement(old *grantRec, next string) error {
+	old.ReplacedBy = next
+	if err := t.put(tGrants, old.ID, old); err != nil {
 		return err
 	}
-	return t.revokeGrant(&g, &e, actor, "replaced", false)
+	var g grantRec
+	if err := t.get(tGrants, next, &g, "grant"); err != nil {
+		return err
+	}
+	g.Replaces = old.ID
+	return t.put(tGrants, next, &g)
 }
 
 // Deny refuses a pending friend request. Only the target's human may deny;

@@ -56,10 +56,14 @@ type Grant struct {
 	KeyThumbprint string `json:"jkt,omitempty"`
 }
 
-// grantRec is the stored form: the grant plus its credential hash.
+// grantRec is the stored form: the grant plus its credential hash, and,
+// for a grant a later approval in the same direction replaced, the grant
+// that replaced it (and the other way round).
 type grantRec struct {
 	Grant
-	CredHash []byte `json:"cred_hash"`
+	CredHash   []byte `json:"cred_hash"`
+	ReplacedBy string `json:"replaced_by,omitempty"`
+	Replaces   string `json:"replaces,omitempty"`
 }
 
 func (r grantRec) clone() grantRec {
@@ -68,9 +72,42 @@ func (r grantRec) clone() grantRec {
 	return r
 }
 
-// live reports whether g can be used at now.
+// live is the one rule for whether a grant holds at now: active, and
+// not past its ExpiresAt — expiry counts as revocation at its instant,
+// whether or not Reap has recorded it yet. Every entry point goes through
+// it (authenticate for a caller's credential, originLive for the work a
+// grant queued, webhooks, Connections).
 func (g *Grant) live(now time.Time) bool {
 	return g.State == GrantActive && (g.ExpiresAt.IsZero() || now.Before(g.ExpiresAt))
+}
+
+// maxReplacements bounds how many replacements originLive follows.
+const maxReplacements = 64
+
+// originLive reports whether the work grant id queued may still be handed
+// out at t.now: the grant is live, or a later approval in the same
+// direction replaced it and the grant that replaced it is (following each
+// replacement) — a replacement keeps the queued todos, as they came from a
+// party still trusted. A grant revoked, expired or gone, or replaced by
+// one that since was, is not.
+func (t *txn) originLive(id string) (bool, error) {
+	for range maxReplacements {
+		g, err := viewHot[grantRec](t, tGrants, id, "grant")
+		if isNotFound(err) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		if g.live(t.now) {
+			return true, nil
+		}
+		if g.State != GrantRevoked || g.ReplacedBy == "" {
+			return false, nil
+		}
+		id = g.ReplacedBy
+	}
+	return false, nil
 }
 
 // Credential is the secret an agent presents to act under a grant. It is
@@ -457,6 +494,20 @@ func (t *txn) revokeGrant(g *grantRec, e *edgeRec, actor, why string, cancelQueu
 	}
 	if cancelQueued {
 		t.revoked = append(t.revoked, revokedGrant{g.ID, actor})
+		// The work of the grants g replaced was trusted only while g was
+		// live: it goes with g's.
+		id := g.Replaces
+		for i := 0; id != "" && i < maxReplacements; i++ {
+			t.revoked = append(t.revoked, revokedGrant{id, actor})
+			prev, err := viewHot[grantRec](t, tGrants, id, "grant")
+			if isNotFound(err) {
+				break
+			}
+			if err != nil {
+				return err
+			}
+			id = prev.Replaces
+		}
 	}
 	return nil
 }

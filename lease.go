@@ -106,9 +106,10 @@ func (s *Switchboard) claim(ctx context.Context, c Auth, queue string, n int, op
 			woken = s.wake.wait(qk)
 		}
 		var r struct {
-			got  []Claimed
-			seen string
-			held heldRow
+			got   []Claimed
+			seen  string
+			held  heldRow
+			empty error // ErrQueueEmpty or errHeld, once what the claim changed committed
 		}
 		rp := &r
 		err := s.updateLocked(ctx, func(t *txn) error {
@@ -124,10 +125,19 @@ func (s *Switchboard) claim(ctx context.Context, c Auth, queue string, n int, op
 					if rp.held.key != nil {
 						err = errHeld
 					}
+					if len(t.events) > 0 {
+						// It changed what it met (a lease expired, a
+						// revoked grant's todo cancelled): that commits,
+						// and the answer is given after.
+						rp.empty, err = err, nil
+					}
 				}
 			}
 			return err
 		})
+		if err == nil && r.empty != nil {
+			err = r.empty
+		}
 		got, seen, held := r.got, r.seen, r.held
 		if errors.Is(err, errHeld) {
 			// Nothing was free, but other transactions hold work of
@@ -215,19 +225,18 @@ func (s *Switchboard) claimOne(t *txn, g *grantRec, e readyEntry, d time.Duratio
 		t.pass(e.key)
 		return Claimed{}, false, nil
 	}
-	if r.Origin.Grant != "" {
-		// A todo whose creating grant was revoked is cancelled, not
-		// claimed: Revoke cancels such todos after it commits
-		// (cancelQueued), and none may be claimed meanwhile.
-		state := GrantActive // the claimer's own grant: authenticated live in this transaction
-		if r.Origin.Grant != g.ID {
-			state, err = t.grantState(r.Origin.Grant)
-		}
-		if err != nil && !isNotFound(err) {
+	if r.Origin.Grant != "" && r.Origin.Grant != g.ID { // the claimer's own grant: authenticated live in this transaction
+		// A todo whose creating grant was revoked, or expired at its
+		// instant, is cancelled, not claimed: Revoke cancels such todos
+		// after it commits (cancelQueued), Reap those of an expired
+		// grant, and none may be claimed meanwhile. A replaced grant's
+		// work is handed out while the grant that replaced it is live.
+		live, err := t.originLive(r.Origin.Grant)
+		if err != nil {
 			return Claimed{}, false, err
 		}
-		if err != nil || state != GrantActive {
-			return Claimed{}, false, t.endTodo(r, TodoCancelled, AttemptRevoked, systemActor, "grant revoked")
+		if !live {
+			return Claimed{}, false, t.cancelOrphan(r)
 		}
 	}
 	if err := t.del(tIdx, readyKey(r)); err != nil {
@@ -255,6 +264,18 @@ func (s *Switchboard) claimOne(t *txn, g *grantRec, e readyEntry, d time.Duratio
 		return Claimed{}, false, err
 	}
 	return Claimed{Todo: seenBy(g, r), Lease: Lease{TodoID: r.ID, Token: r.LeaseToken, Attempt: r.Attempts, ExpiresAt: r.LeaseExpiresAt}}, true, nil
+}
+
+// cancelOrphan cancels queued todo r, whose creating grant no longer holds
+// (see originLive), as Revoke's pass or Reap would: the same state,
+// attempt outcome and event; no webhook of that grant hears of it (its
+// webhooks go with it).
+func (t *txn) cancelOrphan(r *todoRec) error {
+	why := "grant revoked"
+	if g, err := viewHot[grantRec](t, tGrants, r.Origin.Grant, "grant"); err == nil && g.State == GrantActive {
+		why = "grant expired"
+	}
+	return t.endTodo(r, TodoCancelled, AttemptRevoked, systemActor, why)
 }
 
 // readyEntry is one entry of a queue's ready index: its key, and the id of

@@ -463,7 +463,7 @@ func (t *txn) notifyWebhooks(r *todoRec, typ string) error {
 	if err != nil {
 		return err
 	}
-	if g.State != GrantActive || !g.Scope.Allows(r.Queue, VerbWebhook) {
+	if !g.live(t.now) || !g.Scope.Allows(r.Queue, VerbWebhook) {
 		return nil
 	}
 	ws, err := t.webhooksOf(g.ID)
@@ -507,6 +507,13 @@ func (t *txn) notifyArrival(r *todoRec) error {
 		var w Webhook
 		if err := t.get(tWebhooks, id, &w, "webhook"); err != nil {
 			return err
+		}
+		g, err := viewHot[grantRec](t, tGrants, w.Grant, "grant")
+		if err != nil && !isNotFound(err) {
+			return err
+		}
+		if err != nil || !g.live(t.now) {
+			continue // its grant expired at this instant (Reap drops the webhook)
 		}
 		if err := t.queueDelivery(w, WebhookTodoCreated, body); err != nil {
 			return err
@@ -664,7 +671,7 @@ func (s *Switchboard) deliver(ctx context.Context, cl Claimed) deliveryOutcome {
 			if err != nil {
 				return err
 			}
-			if g.State != GrantActive {
+			if !g.live(t.now) {
 				return notFound("grant")
 			}
 			return nil

@@ -328,20 +328,24 @@ type todoRecStored struct {
 
 type grantRecStored struct {
 	grantPlain
-	CredHash []byte `json:"cred_hash"`
+	CredHash   []byte `json:"cred_hash"`
+	ReplacedBy string `json:"replaced_by,omitempty"`
+	Replaces   string `json:"replaces,omitempty"`
 }
 
 func (r grantRec) MarshalJSON() ([]byte, error) { return json.Marshal(r.storedForm()) }
 
 func (r *grantRec) UnmarshalJSON(b []byte) error { return r.loadStored(b) }
 
-func (r grantRec) storedForm() any { return grantRecStored{grantPlain(r.Grant), r.CredHash} }
+func (r grantRec) storedForm() any {
+	return grantRecStored{grantPlain(r.Grant), r.CredHash, r.ReplacedBy, r.Replaces}
+}
 
 func (r *grantRec) loadStored(b []byte) error {
 	var s grantRecStored
 	if err := json.Unmarshal(b, &s); err != nil {
 		return err
 	}
-	*r = grantRec{Grant: Grant(s.grantPlain), CredHash: s.CredHash}
+	*r = grantRec{Grant: Grant(s.grantPlain), CredHash: s.CredHash, ReplacedBy: s.ReplacedBy, Replaces: s.Replaces}
 	return nil
 }
