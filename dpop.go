@@ -28,6 +28,8 @@ import (
 	"time"
 
 	jose "github.com/go-jose/go-jose/v4"
+
+	"github.com/switchboardhq/switchboard/store"
 )
 
 var (
@@ -613,8 +615,10 @@ func (t *txn) spendProof(s *Switchboard, c checked) error {
 // Prove checks a DPoP proof presented with c and returns the Proven to
 // pass to the calls the request makes. The proof must verify (see Proof)
 // with ath the hash of c; if c's grant is bound to a key, the proof must
-// be signed by that key. It is spent here, in its own transaction, so it
-// is good for one request however the calls then end. A refused proof is
+// be signed by that key. It is spent here, in its own transaction — even
+// under an application's transaction (store/postgres's WithTx), whose
+// rollback does not bring it back — so it is good for one request however
+// the calls and the transaction then end. A refused proof is
 // ErrInvalidDPoPProof (or ErrUseDPoPNonce) saying why, and nothing is
 // recorded. A grant bound to no key accepts a valid proof too.
 func (s *Switchboard) Prove(ctx context.Context, c Credential, p Proof) (Proven, error) {
@@ -624,7 +628,7 @@ func (s *Switchboard) Prove(ctx context.Context, c Credential, p Proof) (Proven,
 		return fail(err)
 	}
 	proven := Proven{cred: c, jkt: chk.jkt}
-	err = s.update(ctx, func(t *txn) error {
+	err = s.update(store.OwnTx(ctx), func(t *txn) error {
 		if _, err := t.authenticate(proven); err != nil {
 			return err
 		}

@@ -16,6 +16,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/switchboardhq/switchboard/store"
 )
 
 const pickupPrefix = "sbp_"
@@ -103,9 +105,10 @@ func (s *Switchboard) collect(ctx context.Context, edgeID, secret string, p *Pro
 		if err != nil {
 			return fail(err)
 		}
-		// Spent in its own transaction, with the edge's key checked, so
-		// the proof is good for one try whatever the try does.
-		err = s.update(ctx, func(t *txn) error {
+		// Spent in its own transaction (under WithTx too), with the
+		// edge's key checked, so the proof is good for one try whatever
+		// the try — and the application's transaction — does.
+		err = s.update(store.OwnTx(ctx), func(t *txn) error {
 			var e edgeRec
 			if err := t.get(tEdges, edgeID, &e, "edge"); errors.Is(err, ErrNotFound) {
 				return errNothingToCollect()

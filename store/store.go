@@ -320,5 +320,22 @@ func InCallersTx(ctx context.Context) context.Context {
 	return context.WithValue(ctx, callersTxKey{}, true)
 }
 
-// IsInCallersTx reports whether ctx was marked by InCallersTx.
+// IsInCallersTx reports whether ctx was marked by InCallersTx (and not
+// since by OwnTx).
 func IsInCallersTx(ctx context.Context) bool { v, _ := ctx.Value(callersTxKey{}).(bool); return v }
+
+type ownTxKey struct{}
+
+// OwnTx returns ctx marked so that a store runs a call under it in a
+// transaction of its own even when ctx joins a caller's transaction
+// (InCallersTx): what the call writes commits when it returns, whatever
+// the caller's transaction then does. For a write that must hold either
+// way — switchboard spends a DPoP proof so, good for one request however
+// the request ends. A store that joins callers' transactions must honor
+// it (store/postgres does).
+func OwnTx(ctx context.Context) context.Context {
+	return context.WithValue(context.WithValue(ctx, callersTxKey{}, false), ownTxKey{}, true)
+}
+
+// IsOwnTx reports whether ctx was marked by OwnTx.
+func IsOwnTx(ctx context.Context) bool { v, _ := ctx.Value(ownTxKey{}).(bool); return v }

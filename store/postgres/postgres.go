@@ -743,14 +743,26 @@ type txKey struct{}
 // the application's back, and a statement the server refuses aborts tx.
 // Use it for the calls that write once and return — CreateFor, Complete,
 // Fail, Cancel, Revoke, Approve — not for a blocking Claim or Work, which
-// would wait inside tx for work its snapshot cannot see. The store must
+// would wait inside tx for work its snapshot cannot see.
+//
+// What a call spends is spent with tx or for good, never in between: a
+// friend request's ID token is spent with the request (rolled back, there
+// was no request, and the token may be sent again with it); a DPoP proof
+// (Prove, CollectWithProof) is spent in a transaction of its own, so it
+// stays spent whatever tx does; a Checkpoint under tx stores the checkpoint
+// with tx but keeps nothing outside the store and asks no witness. The store must
 // have written the table once before (any earlier call did): creating a
 // table's partition inside tx would lock the parent table until tx ends.
 func WithTx(ctx context.Context, tx pgx.Tx) context.Context {
 	return store.InCallersTx(context.WithValue(ctx, txKey{}, tx))
 }
 
+// txFrom is the application's transaction ctx carries (WithTx), unless
+// the call is to run in its own (store.OwnTx).
 func txFrom(ctx context.Context) pgx.Tx {
+	if store.IsOwnTx(ctx) {
+		return nil
+	}
 	tx, _ := ctx.Value(txKey{}).(pgx.Tx)
 	return tx
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/switchboardhq/switchboard"
 	"github.com/switchboardhq/switchboard/store"
 	"github.com/switchboardhq/switchboard/store/postgres"
+	"github.com/switchboardhq/switchboard/switchboardtest"
 )
 
 // CreateFor inside the application's own transaction (WithTx), watched
@@ -226,4 +227,66 @@ func TestCheckpointUnderWithTx(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, cp2.Note, b, "kept by the next Checkpoint outside a transaction")
 	require.NoError(t, d.sb.CheckLog(ctx))
+}
+
+// Nothing outside the application's transaction is spent before it
+// commits — or it is spent for good. Prove's doc: a DPoP proof is spent "in
+// its own transaction — even under an application's transaction": rolled
+// back, the same proof is still refused as replayed. A friend request's ID
+// token is spent with the request, in the application's transaction:
+// rolled back, there was no request and the same request may be sent
+// again; committed, the token is refused as used.
+func TestWithTxSpendsProofsForGood(t *testing.T) {
+	ctx := context.Background()
+	d := newDeployment(t, switchboard.Quotas{Cooldown: -1}, time.Second)
+	_, friend, _ := d.friend()
+	app, err := pgx.Connect(ctx, d.cfg.DSN)
+	require.NoError(t, err)
+	defer app.Close(ctx)
+	serializable := pgx.TxOptions{IsoLevel: pgx.Serializable}
+
+	key, err := switchboardtest.NewProofKey("ES256")
+	require.NoError(t, err)
+	proof := key.Proof("POST", "https://host.example/mcp", string(friend), time.Now())
+	tx, err := app.BeginTx(ctx, serializable)
+	require.NoError(t, err)
+	p, err := d.sb.Prove(postgres.WithTx(ctx, tx), friend, proof)
+	require.NoError(t, err)
+	_, _, err = d.sb.CreateFor(postgres.WithTx(ctx, tx), p, "inbox", switchboard.NewTodo{Kind: "k"})
+	require.NoError(t, err)
+	require.NoError(t, tx.Rollback(ctx))
+	_, err = d.sb.Prove(ctx, friend, proof)
+	require.ErrorIs(t, err, switchboard.ErrInvalidDPoPProof, "a proof is good for one request, whatever the transaction did")
+	require.ErrorContains(t, err, "replayed")
+
+	request := func(why string) switchboard.FriendRequest {
+		secret, pickup := switchboard.NewPickup()
+		_ = secret
+		req := switchboard.FriendRequest{From: "carol-desk", To: "bob-desk", Why: why, Pickup: pickup,
+			Scope: switchboard.Scope{{Queue: "inbox", Verbs: []switchboard.Verb{switchboard.VerbCreateFor}}}}
+		req.IDToken = d.iss.RequestToken("carol", req, time.Now())
+		return req
+	}
+	req := request("rolled back, then again")
+	tx, err = app.BeginTx(ctx, serializable)
+	require.NoError(t, err)
+	_, created, err := d.sb.Request(postgres.WithTx(ctx, tx), req)
+	require.NoError(t, err)
+	require.True(t, created)
+	require.NoError(t, tx.Rollback(ctx))
+	e, created, err := d.sb.Request(ctx, req)
+	require.NoError(t, err, "the rolled-back request never was: its token is not spent")
+	require.True(t, created)
+	require.NoError(t, d.sb.Withdraw(ctx, d.iss.Human("carol"), e.ID))
+
+	req = request("committed")
+	tx, err = app.BeginTx(ctx, serializable)
+	require.NoError(t, err)
+	e, _, err = d.sb.Request(postgres.WithTx(ctx, tx), req)
+	require.NoError(t, err)
+	require.NoError(t, tx.Commit(ctx))
+	require.NoError(t, d.sb.Withdraw(ctx, d.iss.Human("carol"), e.ID))
+	_, _, err = d.sb.Request(ctx, req)
+	require.ErrorIs(t, err, switchboard.ErrProvenance, "committed: the token was spent with the request")
+	require.ErrorContains(t, err, "already used")
 }
