@@ -1,6 +1,7 @@
 package switchboard_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -154,4 +155,36 @@ func TestVerbRisk(t *testing.T) {
 	assert.Equal(t, []string{`queue "inbox": see and work on every todo in the queue, whoever sent it; create todos`},
 		sb.Scope{{Queue: "inbox", Verbs: []sb.Verb{sb.VerbCreateFor, sb.VerbClaim}}}.Describe())
 	assert.True(t, strings.HasPrefix(sb.RiskHigh.String(), "high"))
+}
+
+// Approval.Flags warns of "names that read like one the approver knows":
+// read as the Decide page shows them, where a second space, a leading or
+// trailing one, a no-break or ideographic space or a Hangul filler in
+// place of a space cannot be told from "Alice's bot". Each such name, as
+// the requester's attested name and as its agent's card name, is flagged
+// like the exact name is.
+func TestLookalikesWithSpaces(t *testing.T) {
+	eachBackend(t, func(t *testing.T, h *harness) {
+		// bob's connection: alice, whose agent is named "Alice's bot".
+		_, err := h.sb.Publish(ctx, sb.Persona{ID: "alice-bot", Owner: h.alice, Discoverable: true, Card: card("Alice's bot")})
+		require.NoError(t, err)
+		h.friend(h.alice, h.bob, "alice-bot", "bob-desk", inboxCreate)
+		variants := []string{
+			"Alice's bot", // the exact name
+			"Alice's  bot", " Alice's bot", "Alice's bot ", "Alice's bot\u00a0", "Alice's\u00a0bot",
+			"Alice's\u3000bot", "Alice's\u3164bot", "Alice's\uffa0bot", "Alice's\u2800bot",
+		}
+		for i, name := range variants {
+			// Each from a requester of its own (the request quotas are per
+			// requesting human).
+			sub := fmt.Sprintf("mallory-%d", i)
+			id := "m-" + sub
+			_, err := h.sb.Publish(ctx, sb.Persona{ID: id, Owner: h.iss.Human(sub), Discoverable: true, Card: card(name)})
+			require.NoError(t, err)
+			a := requestAs(t, h, id, sub, name, sub+"@example.com", "work")
+			assert.Contains(t, codes(a.Flags), "lookalike:agent", "the agent's name %q reads as bob's connection's agent's", name)
+			more := a.Lookalikes(h.bob, "your friend", "Alice's bot")
+			assert.Contains(t, codes(more), "lookalike:name", "the requester's name %q reads as a name bob knows", name)
+		}
+	})
 }

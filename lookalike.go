@@ -88,18 +88,35 @@ func flagNames(a Approval, known []knownName) []Flag {
 }
 
 // skeletons are s in the forms TS #39 compares for confusability, with
-// case and invisible characters (the joiners, variation selectors)
-// ignored: the skeleton of s, lower-cased (so "ExampIe", capital I, reads
-// as "example") and the skeleton of s lower-cased (so "BOB" reads as
-// "bob"). Two names that share either read alike.
+// case ignored and, first, everything a reader cannot see told apart
+// folded away (see unseen): the skeleton of s, lower-cased (so "ExampIe",
+// capital I, reads as "example") and the skeleton of s lower-cased (so
+// "BOB" reads as "bob"). Two names that share either read alike.
 func skeletons(s string) [2]string {
 	s = strings.Map(func(r rune) rune {
-		if unicode.Is(unicode.Cf, r) || unicode.Is(unicode.Variation_Selector, r) || unicode.Is(unicode.Other_Default_Ignorable_Code_Point, r) {
+		if unseen(r) {
 			return -1
 		}
 		return r
 	}, s)
 	return [2]string{strings.ToLower(confusables.Skeleton(s)), strings.ToLower(confusables.Skeleton(strings.ToLower(s)))}
+}
+
+// unseen reports whether r is a character a reader cannot tell from a
+// space, from another run of spaces or from nothing on a page: every
+// Unicode white space (a second space, a leading or trailing one, NBSP,
+// the ideographic space U+3000 and the other separators), the invisible
+// format characters (joiners, marks of direction), variation selectors,
+// the other default-ignorable code points — among them the Hangul fillers
+// U+115F, U+1160, U+3164 and U+FFA0, letters that render as blanks — and
+// the blank Braille pattern U+2800. Names are compared with all of them
+// left out: "Alice's  bot", " Alice's bot", "Alice's\u3000bot" and
+// "Alice's\u3164bot" all read as "Alice's bot" (and as "Alice'sbot",
+// which is close enough to warn of).
+func unseen(r rune) bool {
+	return unicode.IsSpace(r) || unicode.Is(unicode.Zs, r) || unicode.Is(unicode.Cf, r) ||
+		unicode.Is(unicode.Variation_Selector, r) || unicode.Is(unicode.Other_Default_Ignorable_Code_Point, r) ||
+		r == '\u2800'
 }
 
 // mixedScripts returns the writing systems s mixes, sorted, or nil when it

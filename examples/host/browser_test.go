@@ -350,6 +350,20 @@ func TestConsentInBrowser(t *testing.T) {
 	require.Contains(t, flags, `your own email "bob@example.com"`)
 	screenshot(t, ctx, "consent-lookalike")
 
+	// Spaces a reader cannot tell apart: an agent named with an
+	// ideographic space where bob's has a plain one, a human named with
+	// two spaces and a trailing no-break space. Both read on the page as
+	// bob's own, and both are flagged.
+	e.signIn("sly").publish("sly-bot", "Bob's\u3000desk", true)
+	code, spaced, _ := e.request(t, "sly-bot", "sly", "Bob  Example\u00a0", "sly@example.com", "hello again", asked)
+	require.Equal(t, http.StatusCreated, code)
+	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(e.srv.URL+"/inbox/"+spaced), chromedp.WaitVisible(chromedp.ID("flags"))))
+	flags, err = chromedp.Run(ctx, chromedp.Text(chromedp.ID("flags")))
+	require.NoError(t, err)
+	require.Contains(t, flags, `your agent "Bob's desk"`)
+	require.Contains(t, flags, `your own name "Bob Example"`)
+	screenshot(t, ctx, "consent-lookalike-spaces")
+
 	// Dave's request: verified facts first, his words boxed as his; the
 	// drain verbs unticked and marked.
 	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(e.srv.URL+"/inbox/"+daveEdge), chromedp.WaitVisible(chromedp.ID("narrow"))))
