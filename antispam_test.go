@@ -375,7 +375,7 @@ func TestLegibleApproval(t *testing.T) {
 		assert.Equal(t, e.ExpiresAt, ap.ExpiresAt)
 		text := ap.Text()
 		assert.Equal(t, 7, strings.Count(text, "\n"), "the text has its fixed lines only:\n%s", text)
-		assert.Contains(t, text, "Scope:\n  - queue \"inbox\": create todos\nExpires:")
+		assert.Contains(t, text, "Scope:\n  - queue \"inbox\": create todos\nDecide by:")
 	})
 }
 

@@ -180,7 +180,7 @@ func (a Approval) Text() string {
 	for _, l := range a.ScopeText {
 		fmt.Fprintf(&b, "  - %s\n", l)
 	}
-	fmt.Fprintf(&b, "Expires: %s\n", a.ExpiresAt.UTC().Format(time.RFC3339))
+	fmt.Fprintf(&b, "Decide by: %s (the request lapses then; how long a grant lasts is the approver's choice)\n", a.ExpiresAt.UTC().Format(time.RFC3339))
 	return b.String()
 }
 
@@ -388,7 +388,8 @@ func (t *txn) decide(e *edgeRec, state EdgeState, actor string, typ EventType) e
 // request, optionally narrowing its scope. narrowed == nil grants the scope
 // as requested; otherwise the grant's scope is requested ∩ narrowed, and a
 // narrowed scope holding anything not requested is ErrScopeExceedsRequest
-// and changes nothing.
+// and changes nothing. An empty, non-nil narrowed (Scope{}) would grant
+// nothing and is ErrInvalidArgument: to refuse, Deny.
 //
 // In one transaction Approve marks the edge approved, completes the approval
 // todo, replaces any earlier approved grant in the same direction, and mints

@@ -306,6 +306,9 @@ func (s *Switchboard) Vend(ctx context.Context, human Human, r VendRequest) (Gra
 	if err := human.validate(); err != nil {
 		return Grant{}, "", fmt.Errorf("switchboard: vend: %w", err)
 	}
+	if r.Agent == "" {
+		return Grant{}, "", fmt.Errorf("switchboard: vend: %w", invalid("VendRequest.Agent is empty: name the persona that will hold the grant"))
+	}
 	if r.Target == "" {
 		r.Target = r.Agent
 	}

@@ -27,9 +27,11 @@ const (
 	VerbRedrive   Verb = "redrive"    // re-queue a dead todo (queue owner only)
 )
 
-// GrantableVerbs returns the verbs a friend grant may carry: create_for and
-// the drain verbs. Each call returns a new slice; changing it changes no
-// rule.
+// GrantableVerbs returns the verbs a friend grant may carry: create_for,
+// list and get (its own todos), the drain verbs (claim, heartbeat,
+// complete, fail, release) and webhook — every verb but the queue owner's
+// cancel and redrive. Each call returns a new slice; changing it changes
+// no rule.
 func GrantableVerbs() []Verb {
 	return []Verb{VerbCreateFor, VerbList, VerbGet, VerbClaim, VerbHeartbeat, VerbComplete, VerbFail, VerbRelease, VerbWebhook}
 }
@@ -45,6 +47,18 @@ func (v Verb) Grantable() bool {
 
 // known reports whether v is one of the verbs a scope can hold.
 func (v Verb) known() bool { return v.Grantable() || v == VerbCancel || v == VerbRedrive }
+
+// verbList names every verb a scope can hold.
+func verbList() string { return verbNames(append(GrantableVerbs(), VerbCancel, VerbRedrive)) }
+
+// verbNames is vs as "a, b and c".
+func verbNames(vs []Verb) string {
+	names := make([]string, len(vs))
+	for i, v := range vs {
+		names[i] = string(v)
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
+}
 
 // ApprovalsQueue is the reserved name of a human's approvals queue, where
 // friend requests to any of their personas land. It is never grantable to a
@@ -261,8 +275,11 @@ func (s *Switchboard) validateScope(sc Scope, friend bool) (Scope, error) {
 			return nil, err
 		}
 		for _, v := range e.Verbs {
-			if (friend && !v.Grantable()) || !v.known() {
-				return nil, invalid("verb %q is not grantable here", v)
+			if !v.known() {
+				return nil, invalid("%q is not a verb: the verbs are %s, in lower case", clip(string(v), 64), verbList())
+			}
+			if friend && !v.Grantable() {
+				return nil, invalid("verb %q is the queue owner's: a friend grant may hold only %s", v, verbNames(GrantableVerbs()))
 			}
 		}
 	}
