@@ -36,6 +36,11 @@ type Card struct {
 	raw []byte         // the JSON the card was read from, if it was read
 	doc map[string]any // the normalized document read from raw: fields and signed payload both come from it
 	v03 bool           // read from a v0.3 card
+	// v03Ifaces names, for a card read from v0.3, where each of
+	// SupportedInterfaces came from: "" for the card's top-level url,
+	// "additionalInterfaces[k]" for the others — so an error names the
+	// field the card's author wrote.
+	v03Ifaces []string
 }
 
 // MarshalJSON writes the card with its schema's arrays as arrays: skills,
@@ -195,7 +200,11 @@ const MaxBytes = 256 << 10
 
 // Parse reads an Agent Card from JSON: a v1.0 card, or a v0.3 card
 // (top-level url, protocolVersion, preferredTransport, additionalInterfaces,
-// security …), which is mapped to v1.0. The input is kept (see Raw) and the
+// security …), which is mapped to v1.0 and never refused for what v0.3
+// allows: an OAuth 2.0 scheme listing several flows (v1.0 holds one) keeps
+// the first of authorizationCode, clientCredentials, implicit and password
+// (Raw keeps them all), and an error about a v0.3 card names the v0.3 field
+// (url, additionalInterfaces[k].transport). The input is kept (see Raw) and the
 // card is validated. A card over MaxBytes, malformed JSON, or a card
 // missing required fields is an error wrapping ErrInvalid (this package
 // imports nothing from switchboard; switchboard's own calls that read a
@@ -279,9 +288,18 @@ func (c Card) validate() error {
 	need(strings.TrimSpace(c.Version) != "", "version")
 	need(len(c.SupportedInterfaces) > 0, "supportedInterfaces")
 	for i, in := range c.SupportedInterfaces {
-		need(in.URL != "", fmt.Sprintf("supportedInterfaces[%d].url", i))
-		need(in.ProtocolBinding != "", fmt.Sprintf("supportedInterfaces[%d].protocolBinding", i))
-		need(in.ProtocolVersion != "", fmt.Sprintf("supportedInterfaces[%d].protocolVersion", i))
+		url, binding, version := fmt.Sprintf("supportedInterfaces[%d].url", i), fmt.Sprintf("supportedInterfaces[%d].protocolBinding", i), fmt.Sprintf("supportedInterfaces[%d].protocolVersion", i)
+		if c.v03 && i < len(c.v03Ifaces) {
+			// The v0.3 fields the interface was read from.
+			if p := c.v03Ifaces[i]; p == "" {
+				url, binding, version = "url", "preferredTransport", "protocolVersion"
+			} else {
+				url, binding, version = p+".url", p+".transport", "protocolVersion"
+			}
+		}
+		need(in.URL != "", url)
+		need(in.ProtocolBinding != "", binding)
+		need(in.ProtocolVersion != "", version)
 	}
 	need(len(c.DefaultInputModes) > 0, "defaultInputModes")
 	need(len(c.DefaultOutputModes) > 0, "defaultOutputModes")
@@ -419,11 +437,13 @@ func (o cardV03) toV1() Card {
 		},
 	}
 	c.SupportedInterfaces = append(c.SupportedInterfaces, Interface{URL: o.URL, ProtocolBinding: binding, ProtocolVersion: ver})
-	for _, a := range o.AdditionalInterfaces {
+	c.v03Ifaces = append(c.v03Ifaces, "")
+	for k, a := range o.AdditionalInterfaces {
 		if a.URL == o.URL && a.Transport == binding {
 			continue // v0.3 cards often repeat the main interface here
 		}
 		c.SupportedInterfaces = append(c.SupportedInterfaces, Interface{URL: a.URL, ProtocolBinding: a.Transport, ProtocolVersion: ver})
+		c.v03Ifaces = append(c.v03Ifaces, fmt.Sprintf("additionalInterfaces[%d]", k))
 	}
 	if len(o.SecuritySchemes) > 0 {
 		c.SecuritySchemes = map[string]SecurityScheme{}
@@ -435,10 +455,20 @@ func (o cardV03) toV1() Card {
 			case "http":
 				v.HTTPAuth = &HTTPAuthSecurityScheme{Description: s.Description, Scheme: s.Scheme, BearerFormat: s.BearerFormat}
 			case "oauth2":
-				v.OAuth2 = &OAuth2SecurityScheme{Description: s.Description, OAuth2MetadataURL: s.OAuth2MetadataURL, Flows: OAuthFlows{
-					AuthorizationCode: s.Flows.AuthorizationCode, ClientCredentials: s.Flows.ClientCredentials,
-					Implicit: s.Flows.Implicit, Password: s.Flows.Password,
-				}}
+				// v0.3 (OpenAPI) lists any number of flows; v1.0 holds one.
+				// The first of these is kept; Raw keeps them all.
+				var fl OAuthFlows
+				switch f := s.Flows; {
+				case f.AuthorizationCode != nil:
+					fl.AuthorizationCode = f.AuthorizationCode
+				case f.ClientCredentials != nil:
+					fl.ClientCredentials = f.ClientCredentials
+				case f.Implicit != nil:
+					fl.Implicit = f.Implicit
+				case f.Password != nil:
+					fl.Password = f.Password
+				}
+				v.OAuth2 = &OAuth2SecurityScheme{Description: s.Description, OAuth2MetadataURL: s.OAuth2MetadataURL, Flows: fl}
 			case "openIdConnect":
 				v.OpenIDConnect = &OpenIDConnectSecurityScheme{Description: s.Description, OpenIDConnectURL: s.OpenIDConnectURL}
 			case "mutualTLS":

@@ -3,6 +3,7 @@ module github.com/switchboardhq/switchboard/examples/host
 go 1.26.8
 
 require (
+	github.com/a2aproject/a2a-go v0.3.3
 	github.com/chromedp/chromedp v0.23.1
 	github.com/coreos/go-oidc/v3 v3.21.0
 	github.com/modelcontextprotocol/go-sdk v1.8.0
@@ -19,6 +20,7 @@ require (
 	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
 	github.com/google/btree v1.1.3 // indirect
 	github.com/google/jsonschema-go v0.4.3 // indirect
+	github.com/google/uuid v1.6.0 // indirect
 	github.com/gowebpki/jcs v1.0.1 // indirect
 	github.com/mtibben/confusables v0.0.0-20210201002637-9d1b0723b659 // indirect
 	github.com/segmentio/asm v1.1.3 // indirect
