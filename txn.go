@@ -554,12 +554,3 @@ func (s *seqSource) peek() (*seqEntry, error) {
 	return &s.buf[0], nil
 }
 
-// grantState is the State of grant id (all a claim reads of a todo's
-// creating grant), without a copy.
-func (t *txn) grantState(id string) (GrantState, error) {
-	g, err := viewHot[grantRec](t, tGrants, id, "grant")
-	if err != nil {
-		return "", err
-	}
-	return g.State, nil
-}
