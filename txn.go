@@ -553,4 +553,3 @@ func (s *seqSource) peek() (*seqEntry, error) {
 	}
 	return &s.buf[0], nil
 }
-
