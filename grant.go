@@ -12,7 +12,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"strings"
 	"time"
 
@@ -72,13 +71,16 @@ func (r grantRec) clone() grantRec {
 	return r
 }
 
-// live is the one rule for whether a grant holds at now: active, and
-// not past its ExpiresAt — expiry counts as revocation at its instant,
-// whether or not Reap has recorded it yet. Every entry point goes through
-// it (authenticate for a caller's credential, originLive for the work a
-// grant queued, webhooks, Connections).
+// live is the one rule for whether a grant holds at now: active, not past
+// its ExpiresAt, and — for a friend grant whose credential was not
+// collected yet — not past its CollectBy. Each of those counts as
+// revocation at its instant, whether or not Reap has recorded it yet.
+// Every entry point goes through it (authenticate for a caller's
+// credential, originLive for the work a grant queued, webhooks,
+// Connections).
 func (g *Grant) live(now time.Time) bool {
-	return g.State == GrantActive && (g.ExpiresAt.IsZero() || now.Before(g.ExpiresAt))
+	return g.State == GrantActive && (g.ExpiresAt.IsZero() || now.Before(g.ExpiresAt)) &&
+		(g.CollectBy.IsZero() || now.Before(g.CollectBy))
 }
 
 // maxReplacements bounds how many replacements originLive follows.
@@ -378,8 +380,7 @@ func (s *Switchboard) Revoke(ctx context.Context, human Human, grantID string) e
 	if err := human.validate(); err != nil {
 		return fmt.Errorf("switchboard: revoke: %w", err)
 	}
-	var revoked []revokedGrant
-	err := s.updateRevoking(ctx, func(t *txn) error {
+	err := s.update(ctx, func(t *txn) error {
 		g, e, err := t.grantWithEdge(grantID)
 		if err != nil {
 			return err
@@ -399,25 +400,13 @@ func (s *Switchboard) Revoke(ctx context.Context, human Human, grantID string) e
 			return nil
 		}
 		return t.revokeGrant(g, e, humanActor(human), "revoked", true)
-	}, &revoked)
+	})
 	if err != nil {
 		return fmt.Errorf("switchboard: revoke: %w", err)
 	}
 	// The revocation has committed, and holds: from here no claim takes a
-	// todo of the grant (claimOne cancels one instead). The pass that
-	// marks its queued todos cancelled failing (a database failing over)
-	// does not undo that, so it is not the caller's error: it is logged,
-	// and the next Revoke of the grant runs it again.
-	if cerr := s.cancelRevoked(ctx, revoked); cerr != nil {
-		if store.IsInCallersTx(ctx) {
-			// Inside the caller's transaction nothing has committed yet:
-			// the pass's failure is the call's, and the caller's
-			// rollback undoes the revocation with it.
-			return fmt.Errorf("switchboard: revoke: %w", cerr)
-		}
-		s.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "switchboard: revoke: the grant is revoked, but cancelling its queued todos failed; no claim takes them, and revoking it again finishes",
-			slog.String("grant", grantID), slog.String("error", cerr.Error()))
-	}
+	// todo of the grant (claimOne cancels one instead), and update has
+	// marked its queued todos cancelled (see updateWith).
 	return nil
 }
 

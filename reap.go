@@ -47,8 +47,7 @@ const reapBatch = 500
 // expiry times — but it keeps queues and approval lists tidy.
 func (s *Switchboard) Reap(ctx context.Context) (ReapStats, error) {
 	var st ReapStats
-	var revoked []revokedGrant
-	err := s.updateRevoking(ctx, func(t *txn) error {
+	err := s.update(ctx, func(t *txn) error {
 		st = ReapStats{}
 		now := timeKey(t.now)
 		var leases []string
@@ -125,10 +124,7 @@ func (s *Switchboard) Reap(ctx context.Context) (ReapStats, error) {
 			st.TodosPurged, err = s.purgeTodos(t, reapBatch, nil)
 		}
 		return err
-	}, &revoked)
-	if err == nil {
-		err = s.cancelRevoked(ctx, revoked)
-	}
+	})
 	if err != nil {
 		return ReapStats{}, fmt.Errorf("switchboard: reap: %w", err)
 	}

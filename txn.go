@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"time"
@@ -93,17 +94,6 @@ func (s *Switchboard) update(ctx context.Context, fn func(*txn) error) error {
 	return s.updateWith(ctx, s.st.Update, false, fn)
 }
 
-// updateRevoking is update for a transaction that may revoke grants
-// (revokeGrant with cancelQueued): their queued todos are cancelled after
-// it commits (cancelRevoked), and *revoked says which they are.
-func (s *Switchboard) updateRevoking(ctx context.Context, fn func(*txn) error, revoked *[]revokedGrant) error {
-	return s.update(ctx, func(t *txn) error {
-		err := fn(t)
-		*revoked = t.revoked
-		return err
-	})
-}
-
 // updateLocked is update for the claim path: on a store.LockingStore it
 // runs in a transaction protected by row locks instead of serializable
 // isolation (claimers then skip each other's rows instead of conflicting),
@@ -150,6 +140,24 @@ func (s *Switchboard) updateWith(ctx context.Context, run func(context.Context, 
 		}
 		return nil
 	})
+	if err == nil && last != nil && len(last.revoked) > 0 {
+		// The one place a revocation's queued work is cancelled, whatever
+		// revoked it (Revoke, Reap on expiry, an approval replacing an
+		// expired grant): after the revocation committed, in passes (see
+		// cancelQueued). Meanwhile no claim takes that work (originLive).
+		// A pass that fails does not undo the revocation, which holds: it
+		// is logged, and revoking the grant again finishes it — except
+		// inside the caller's transaction, where nothing has committed
+		// yet and the failure is the call's (the caller's rollback
+		// undoes the revocation with it).
+		if cerr := s.cancelRevoked(ctx, last.revoked); cerr != nil {
+			if store.IsInCallersTx(ctx) {
+				return cerr
+			}
+			s.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "switchboard: a grant is revoked, but cancelling its queued todos failed; no claim takes them, and revoking it again finishes",
+				slog.String("error", cerr.Error()))
+		}
+	}
 	if err == nil && last != nil {
 		// Strictly after commit: wake the claims blocked on the queues
 		// that got work, the subscriptions if the log grew, and the
