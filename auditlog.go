@@ -795,20 +795,30 @@ func (f checkpointFile) Save(_ context.Context, signed []byte) error {
 // sequencer) or signed, in memory: checked before every signature like a
 // kept checkpoint, so a database that comes back with less (a failover to
 // a standby that was behind) is reported even when no checkpoint covered
-// what was lost. A restart forgets it.
+// what was lost. A restart forgets it, and so does time: a mark this
+// process has not renewed (by sequencing, signing or checking the log)
+// for nearly Config.EventRetention may lie behind what another process's
+// retention has since purged, and cannot be checked any more — it is
+// dropped, not refused (see fresh). The stored and kept checkpoints still
+// bind the log.
 type seenLog struct {
 	mu     sync.Mutex
 	size   uint64
 	root   tlog.Hash
-	forked bool // the log lost what was seen: the mark stays, for every signature to refuse
+	at     time.Time // when it was last renewed, on the Switchboard's clock
+	forked bool      // the log lost what was seen: the mark stays, for every signature to refuse
 }
 
-// note raises the mark to a tree that extends it (the caller checked).
-func (l *seenLog) note(size uint64, root tlog.Hash) {
+// note raises the mark to a tree that extends it (the caller checked), or
+// renews it at the same tree, at now.
+func (l *seenLog) note(size uint64, root tlog.Hash, now time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if size > l.size && !l.forked {
-		l.size, l.root = size, root
+	if l.forked || size < l.size {
+		return
+	}
+	if size > l.size || root == l.root {
+		l.size, l.root, l.at = size, root, now
 	}
 }
 
@@ -820,16 +830,32 @@ func (l *seenLog) fork() {
 	l.forked = true
 }
 
-// get returns the mark, or nil if there is none. Read it before the
-// transaction that checks the log against it begins, so that the commits
-// it stands for are in that transaction's snapshot.
-func (l *seenLog) get() *Checkpoint {
+// get returns the mark, or nil if there is none or it aged out (retention,
+// Config.EventRetention: negative keeps events, and marks, forever). Read
+// it before the transaction that checks the log against it begins, so
+// that the commits it stands for are in that transaction's snapshot.
+func (l *seenLog) get(now time.Time, retention time.Duration) *Checkpoint {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.size == 0 {
 		return nil
 	}
+	if !l.forked && !fresh(l.at, now, retention) {
+		l.size, l.root = 0, tlog.Hash{}
+		return nil
+	}
 	return &Checkpoint{Size: l.size, Root: l.root}
+}
+
+// fresh reports whether a mark renewed at at may still be checked at now:
+// its events are younger than retention by a margin (a tenth of it, at
+// most an hour, for events sequenced a little after they committed and
+// for other processes' clocks), so no retention purged past it.
+func fresh(at, now time.Time, retention time.Duration) bool {
+	if retention < 0 {
+		return true
+	}
+	return now.Sub(at) < retention-min(retention/10, time.Hour)
 }
 
 // logProblem is the last checkpoint problem Reap met: reported (logged)

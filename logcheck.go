@@ -353,9 +353,11 @@ const VerbCheckpoint Verb = "checkpoint"
 //
 // Before any signature it checks that the store still holds every history
 // signed so far that it knows of: the stored checkpoint, the one
-// Config.Checkpoints keeps and the largest tree this process sequenced or
-// signed. None may be larger than the log or older than what retention
-// purged (retention never purges past them, so a purge mark past one is a
+// Config.Checkpoints keeps and the largest tree this process sequenced,
+// signed or checked (a mark it has not renewed for nearly EventRetention
+// is dropped: another process's retention may have purged past it). None
+// may be larger than the log or older than what retention purged
+// (retention never purges past them, so a purge mark past one is a
 // rewrite); the stored tree hashes at the newest one's size must fold into
 // its root and every other one must be proved a prefix of it; every event
 // since must hash to its stored leaf and every tree hash over them be what
@@ -403,7 +405,7 @@ func (s *Switchboard) checkpoint(ctx context.Context) (Checkpoint, error) {
 	for attempt := 0; ; attempt++ {
 		// What this process saw, read before the transaction below
 		// begins: every commit it stands for is then in its snapshot.
-		seen := s.seen.get()
+		seen := s.seen.get(s.now(), s.cfg.EventRetention)
 		kept, err := s.keptCheckpoint(ctx)
 		if err != nil {
 			return Checkpoint{}, err
@@ -432,6 +434,12 @@ func (s *Switchboard) checkpoint(ctx context.Context) (Checkpoint, error) {
 		var werr error
 		if outside && len(s.witnesses) > 0 {
 			cosigned, werr = s.askWitnesses(ctx, cp, olds)
+			if errors.Is(werr, errWitnessAhead) {
+				if attempt < 3 {
+					continue // another signer's newer checkpoint: check and sign again
+				}
+				werr = fmt.Errorf("%w: %w", ErrWitness, werr)
+			}
 			if errors.Is(werr, ErrAuditBroken) {
 				return Checkpoint{}, werr // refused: nothing stored, nothing kept
 			}
@@ -446,7 +454,7 @@ func (s *Switchboard) checkpoint(ctx context.Context) (Checkpoint, error) {
 		if !outside {
 			return cp, nil
 		}
-		s.seen.note(cp.Size, cp.Root)
+		s.seen.note(cp.Size, cp.Root, s.now())
 		if s.cfg.Checkpoints != nil && (kept == nil || !bytes.Equal(kept.Note, cp.Note)) {
 			if serr := s.cfg.Checkpoints.Save(ctx, cp.Note); serr != nil {
 				return cp, errors.Join(werr, fmt.Errorf("keep the checkpoint outside the store: %w", serr))
@@ -525,13 +533,18 @@ func (s *Switchboard) CheckLog(ctx context.Context) error {
 	if s.logSigner == nil {
 		return fmt.Errorf("switchboard: check log: %w", ErrNoLogKey)
 	}
-	seen := s.seen.get() // before the view's snapshot (see checkpoint)
+	seen := s.seen.get(s.now(), s.cfg.EventRetention) // before the view's snapshot (see checkpoint)
 	kept, err := s.keptCheckpoint(ctx)
+	var v logView
 	if err == nil {
 		err = s.view(ctx, func(t *txn) error {
-			_, err := s.checkLog(t, kept, seen)
+			var err error
+			v, err = s.checkLog(t, kept, seen)
 			return err
 		})
+	}
+	if err == nil && v.size > 0 {
+		s.seen.note(v.size, v.root, s.now()) // checked: this process has seen it
 	}
 	return wrapErr("check log", err)
 }
@@ -564,7 +577,9 @@ func (s *Switchboard) keptCheckpoint(ctx context.Context) (*Checkpoint, error) {
 // purgeCap is how far retention may purge the log: never past a
 // checkpoint later checks need — the stored one, the one kept outside the
 // store, the last one each configured witness cosigned — so each can
-// always be proved a prefix of the log (see checkLog). kept is the kept
+// always be proved a prefix of the log (see checkLog). A witness out of
+// the configuration holds nothing back: put back after retention purged
+// past what it cosigned, it is refused (see askWitness). kept is the kept
 // checkpoint's size, if any.
 func (s *Switchboard) purgeCap(t *txn, st *logState, kept *uint64) (uint64, error) {
 	limit := st.Size

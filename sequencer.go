@@ -305,7 +305,7 @@ func (s *Switchboard) runPass(ctx context.Context, p *seqPass) {
 		}
 		root = foldFrontier(hs)
 		forked = false
-		if seen := s.seen.get(); seen != nil && start != seen.Size {
+		if seen := s.seen.get(s.now(), s.cfg.EventRetention); seen != nil && start != seen.Size {
 			// Another process sequenced since, or the log is not the
 			// one this process built on (a failover lost its end): the
 			// new tree must still hold what this process saw. If not,
@@ -333,7 +333,7 @@ func (s *Switchboard) runPass(ctx context.Context, p *seqPass) {
 		if forked {
 			s.seen.fork()
 		} else {
-			s.seen.note(size, root)
+			s.seen.note(size, root, s.now())
 		}
 	}
 	if p.err != nil && !errors.Is(p.err, errPassAbandoned) {

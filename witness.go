@@ -158,6 +158,11 @@ func (s *Switchboard) witnessSizes(t *txn) ([]uint64, error) {
 	return out, nil
 }
 
+// errWitnessAhead is askWitness's when a witness has cosigned a larger
+// tree than the checkpoint it is asked about, and the log holds that tree:
+// another signer got there first, and the checkpoint is signed again.
+var errWitnessAhead = errors.New("a witness has cosigned a newer checkpoint of this log")
+
 // cosignature is what one witness returned: its name and its cosignature
 // lines, each verified with its key.
 type cosignature struct {
@@ -209,7 +214,7 @@ func (s *Switchboard) askWitnesses(ctx context.Context, cp Checkpoint, olds []ui
 	var problems []error
 	for i, a := range answers {
 		switch {
-		case errors.Is(a.err, ErrAuditBroken):
+		case errors.Is(a.err, ErrAuditBroken), errors.Is(a.err, errWitnessAhead):
 			return nil, a.err
 		case errors.Is(a.err, ErrWitnessForbidden) || errors.Is(a.err, ErrWitness):
 			problems = append(problems, a.err)
@@ -267,13 +272,30 @@ func (s *Switchboard) askWitness(ctx context.Context, w *witness, cp Checkpoint,
 	name := w.v.Name()
 	for try := 0; ; try++ {
 		if old > cp.Size {
-			return nil, &AuditError{Seq: cp.Size + 1, Err: ErrWitnessRefused, Reason: fmt.Sprintf("witness %s has cosigned a checkpoint of %d events for this log, which now signs %d: the log was rolled back", name, old, cp.Size)}
+			// The witness has cosigned a larger tree. Another signer's
+			// (a concurrent Checkpoint, another process) if the log holds
+			// it: this checkpoint is merely behind, and is signed again.
+			// A log shorter than what a witness cosigned was rolled back.
+			var size uint64
+			if err := s.view(ctx, func(t *txn) error {
+				st, err := t.logState()
+				if err == nil {
+					size = st.Size
+				}
+				return err
+			}); err != nil {
+				return nil, err
+			}
+			if size >= old {
+				return nil, errWitnessAhead
+			}
+			return nil, &AuditError{Seq: size + 1, Err: ErrWitnessRefused, Reason: fmt.Sprintf("witness %s has cosigned a checkpoint of %d events for this log, which now holds %d: the log was rolled back", name, old, size)}
 		}
 		var proof []tlog.Hash
 		if old > 0 && old < cp.Size {
 			p, err := s.ProveConsistency(ctx, old, cp.Size)
 			if errors.Is(err, ErrEventPurged) {
-				return nil, &AuditError{Seq: old + 1, Err: ErrWitnessRefused, Reason: fmt.Sprintf("witness %s last cosigned a checkpoint of %d events, and the log can no longer prove the one of %d extends it: retention never purges past it, so the store was written", name, old, cp.Size)}
+				return nil, &AuditError{Seq: old + 1, Err: ErrWitnessRefused, Reason: fmt.Sprintf("witness %s last cosigned a checkpoint of %d events, and the log can no longer prove the one of %d extends it: retention purged past it, which it does only while a witness is out of Config.Witnesses (put back after that, its operator must reset what it holds for this log) — else the store was written", name, old, cp.Size)}
 			}
 			if err != nil {
 				return nil, err

@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -69,6 +70,9 @@ type app struct {
 	// snapshot is the temporary directory of a snapshot of a bolt file
 	// another process holds ("" when the file itself is open).
 	snapshot string
+	// keptBefore is the checkpoint kept beside the log key, read before
+	// the snapshot was taken (nil: none, or no snapshot).
+	keptBefore []byte
 }
 
 func main() {
@@ -341,6 +345,17 @@ func (a *app) open(ctx context.Context) error {
 		if errors.Is(err, bbolterrors.ErrTimeout) {
 			// Held by a running host: read a consistent snapshot, taken
 			// without any lock, so the host is neither blocked nor touched.
+			// The checkpoint the host keeps beside its log key is read
+			// first: the host may sign and keep a newer one while the
+			// snapshot is taken, and the snapshot must not look shorter
+			// than what it is checked against.
+			if a.logKey != "" {
+				if b, err := os.ReadFile(a.logKey + ".checkpoint"); err == nil {
+					a.keptBefore = b
+				} else if !errors.Is(err, fs.ErrNotExist) {
+					return err
+				}
+			}
 			if st, err = a.openSnapshot(); err != nil {
 				return err
 			}
@@ -363,15 +378,16 @@ func (a *app) open(ctx context.Context) error {
 		}
 		cfg.LogKey = strings.TrimSpace(string(b))
 		cfg.PreviousLogKeys = a.previousKeys
-		if _, err := os.Stat(a.logKey + ".checkpoint"); err == nil {
-			cfg.Checkpoints = switchboard.CheckpointFile(a.logKey + ".checkpoint")
-			if a.snapshot != "" {
-				// A snapshot of a live host's store: the kept checkpoint is
-				// checked against, never written — it is the host's own,
-				// and a checkpoint of the snapshot is stored only in the
-				// snapshot.
-				cfg.Checkpoints = readOnlyCheckpoints{cfg.Checkpoints}
+		if a.snapshot != "" {
+			// A snapshot of a live host's store: the checkpoint the host
+			// kept before it was taken is checked against, never written —
+			// it is the host's own, and a checkpoint of the snapshot is
+			// stored only in the snapshot.
+			if a.keptBefore != nil {
+				cfg.Checkpoints = frozenCheckpoint(a.keptBefore)
 			}
+		} else if _, err := os.Stat(a.logKey + ".checkpoint"); err == nil {
+			cfg.Checkpoints = switchboard.CheckpointFile(a.logKey + ".checkpoint")
 		}
 	}
 	sb, err := switchboard.New(a.st, cfg)
@@ -382,11 +398,12 @@ func (a *app) open(ctx context.Context) error {
 	return nil
 }
 
-// readOnlyCheckpoints is a CheckpointStore that is read and never
-// written.
-type readOnlyCheckpoints struct{ switchboard.CheckpointStore }
+// frozenCheckpoint is a CheckpointStore holding the checkpoint read before
+// a snapshot was taken: read, never written.
+type frozenCheckpoint []byte
 
-func (readOnlyCheckpoints) Save(context.Context, []byte) error { return nil }
+func (f frozenCheckpoint) Load(context.Context) ([]byte, error) { return f, nil }
+func (frozenCheckpoint) Save(context.Context, []byte) error     { return nil }
 
 // openSnapshot snapshots the held bolt file into a temporary directory
 // (bolt.Snapshot) and opens the copy.
