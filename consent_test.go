@@ -173,6 +173,7 @@ func TestLookalikesWithSpaces(t *testing.T) {
 			"Alice's bot", // the exact name
 			"Alice's  bot", " Alice's bot", "Alice's bot ", "Alice's bot\u00a0", "Alice's\u00a0bot",
 			"Alice's\u3000bot", "Alice's\u3164bot", "Alice's\uffa0bot", "Alice's\u2800bot",
+			"Alice's bot\U0001D159", "Alice's\U00016FE4bot",
 		}
 		for i, name := range variants {
 			// Each from a requester of its own (the request quotas are per

@@ -109,15 +109,20 @@ func skeletons(s string) [2]string {
 // format characters (joiners, marks of direction), variation selectors,
 // the other default-ignorable code points — among them the Hangul fillers
 // U+115F, U+1160, U+3164 and U+FFA0, letters that render as blanks — and
-// the blank Braille pattern U+2800. Names are compared with all of them
+// the blanks fonts draw as nothing (the Braille pattern U+2800, the Khitan
+// filler U+16FE4, the musical null notehead U+1D159). Names are compared with all of them
 // left out: "Alice's  bot", " Alice's bot", "Alice's\u3000bot" and
 // "Alice's\u3164bot" all read as "Alice's bot" (and as "Alice'sbot",
 // which is close enough to warn of).
 func unseen(r rune) bool {
 	return unicode.IsSpace(r) || unicode.Is(unicode.Zs, r) || unicode.Is(unicode.Cf, r) ||
 		unicode.Is(unicode.Variation_Selector, r) || unicode.Is(unicode.Other_Default_Ignorable_Code_Point, r) ||
-		r == '\u2800'
+		blanks[r]
 }
+
+// blanks are characters outside those classes that fonts draw as nothing:
+// the blank Braille pattern, the Khitan filler, the musical null notehead.
+var blanks = map[rune]bool{'\u2800': true, '\U00016FE4': true, '\U0001D159': true}
 
 // mixedScripts returns the writing systems s mixes, sorted, or nil when it
 // is single-script by TS #39's highly restrictive level: one script (Common
