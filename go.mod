@@ -13,6 +13,7 @@ require (
 	go.etcd.io/bbolt v1.5.0
 	golang.org/x/crypto v0.38.0
 	golang.org/x/mod v0.43.0
+	pgregory.net/rapid v1.3.0
 )
 
 require (
