@@ -33,10 +33,12 @@ import (
 	"crypto/ed25519"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -105,6 +107,12 @@ func Check(t *testing.T, o Options) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if f := flag.Lookup("rapid.steps"); f != nil && f.Value.String() == f.DefValue {
+		// Histories long enough to reach the interactions: a
+		// replacement then a claim, a lifetime then a step past it.
+		_ = f.Value.Set("100")
+		defer f.Value.Set(f.DefValue)
+	}
 	rapid.Check(t, func(rt *rapid.T) {
 		w := newWorld(rt, o, iss, skey, vkey, wpriv, wkey)
 		defer w.close()
@@ -157,6 +165,7 @@ func (m *modelWitness) AddCheckpoint(ctx context.Context, old uint64, proof []tl
 }
 
 type edge struct {
+	n             int // creation order: histories pick by it, never by random ids, so a replay picks the same
 	id, from, why string
 	requested     sb.Scope
 	state         sb.EdgeState
@@ -167,6 +176,7 @@ type edge struct {
 }
 
 type grant struct {
+	n                int // creation order
 	id, holder, edge string
 	scope            sb.Scope
 	state            sb.GrantState
@@ -240,6 +250,8 @@ type world struct {
 	requests         int
 	logLen           uint64
 	lastStored       []byte // the stored checkpoint last seen
+	steps            int    // steps run
+	logTouched       bool   // the last step signed, checked or rewrote the log
 	friendOfEdge     map[string]string
 	errorsSeenInStep []string
 }
@@ -309,11 +321,36 @@ func (w *world) step(format string, args ...any) {
 
 func (w *world) now() time.Time { return w.clock.Now() }
 
-// fail reports a broken promise.
+// fail reports a broken promise, in the model's names: every id the
+// model knows becomes its name (t3, grant 2 of alice-bot, request 4), and
+// any other id a placeholder — the same failure reads the same in every
+// run, which is what lets rapid shrink the history that shows it.
 func (w *world) fail(format string, args ...any) {
 	w.t.Helper()
-	w.t.Fatalf("PROMISE BROKEN: "+format, args...)
+	msg := fmt.Sprintf(format, args...)
+	var names []string
+	for id, td := range w.todos {
+		names = append(names, id, td.title)
+	}
+	for id, g := range w.grants {
+		names = append(names, id, fmt.Sprintf("grant %d of %s", g.n, g.holder))
+	}
+	for id, e := range w.edges {
+		names = append(names, id, e.why)
+	}
+	for id, h := range w.hooks {
+		names = append(names, id, "webhook of "+w.grants[h.grant].holder)
+	}
+	for _, l := range w.leases {
+		names = append(names, l.l.Token, "lease of "+w.todos[l.l.TodoID].title)
+	}
+	msg = strings.NewReplacer(names...).Replace(msg)
+	msg = anyID.ReplaceAllString(msg, "${1}_…")
+	w.t.Fatalf("PROMISE BROKEN: %s", msg)
 }
+
+// anyID matches the ids switchboard makes.
+var anyID = regexp.MustCompile(`\b(todo|grant|edge|lease|whk|hook|webhook)_[0-9A-Za-z_-]+`)
 
 // expect compares an error with the model's expectation: nil, or an error
 // matching want.
@@ -329,31 +366,41 @@ func (w *world) expect(what string, err, want error) {
 
 func (w *world) actions() map[string]func(*rapid.T) {
 	a := map[string]func(*rapid.T){
-		"request":  w.request,
-		"resend":   w.resend,
-		"approve":  w.approve,
-		"deny":     w.deny,
-		"withdraw": w.withdraw,
-		"collect":  w.collect,
-		"revoke":   w.revoke,
-		"create":   w.create,
-		"claim":    w.claim,
-		"cmpclaim": w.completeAndClaim,
-		"work":     w.work,
-		"heart":    w.heartbeat,
-		"finish":   w.finish,
-		"cancel":   w.cancel,
-		"redrive":  w.redrive,
-		"hook":     w.registerHook,
-		"view":     w.view,
-		"step":     w.stepClock,
-		"reap":     w.reap,
-		"cp":       w.checkpoint,
-		"checklog": w.checkLog,
-		"signer2":  w.secondSigner,
-		"witness":  w.setWitness,
-		"tamper":   w.tamper,
-		"":         w.invariants,
+		// Weights: rapid draws actions uniformly, so the common ones
+		// are listed more than once, and befriend runs a whole
+		// request, approval and collection in one step.
+		"befriend":  w.befriend,
+		"befriend2": w.befriend,
+		"create2":   w.create,
+		"create3":   w.create,
+		"claim2":    w.claim,
+		"claim3":    w.claim,
+		"step2":     w.stepClock,
+		"request":   w.request,
+		"resend":    w.resend,
+		"approve":   w.approve,
+		"deny":      w.deny,
+		"withdraw":  w.withdraw,
+		"collect":   w.collect,
+		"revoke":    w.revoke,
+		"create":    w.create,
+		"claim":     w.claim,
+		"cmpclaim":  w.completeAndClaim,
+		"work":      w.work,
+		"heart":     w.heartbeat,
+		"finish":    w.finish,
+		"cancel":    w.cancel,
+		"redrive":   w.redrive,
+		"hook":      w.registerHook,
+		"view":      w.view,
+		"step":      w.stepClock,
+		"reap":      w.reap,
+		"cp":        w.checkpoint,
+		"checklog":  w.checkLog,
+		"signer2":   w.secondSigner,
+		"witness":   w.setWitness,
+		"tamper":    w.tamper,
+		"":          w.invariants,
 	}
 	if w.o.Tx != nil {
 		a["txcreate"] = w.txCreate
@@ -411,7 +458,7 @@ func (w *world) request(t *rapid.T) {
 	if !created || e.State != sb.EdgePending {
 		w.fail("request: created %v, state %s", created, e.State)
 	}
-	w.edges[e.ID] = &edge{id: e.ID, from: from, why: why, requested: sb.Normalize(r.Scope), state: sb.EdgePending,
+	w.edges[e.ID] = &edge{n: len(w.edges) + 1, id: e.ID, from: from, why: why, requested: sb.Normalize(r.Scope), state: sb.EdgePending,
 		secret: secret, expires: w.now().Add(pendingTTL), req: r}
 }
 
@@ -425,7 +472,7 @@ func (w *world) resend(t *rapid.T) {
 	if len(es) == 0 {
 		t.Skip("no request")
 	}
-	sort.Slice(es, func(i, j int) bool { return es[i].id < es[j].id })
+	sort.Slice(es, func(i, j int) bool { return es[i].n < es[j].n })
 	e := pick(t, es, "edge", func(e *edge) string { return e.why })
 	w.step("%s sends %s again", e.from, e.why)
 	got, created, err := w.sb.Request(context.Background(), e.req)
@@ -448,7 +495,7 @@ func (w *world) pendingEdges() []*edge {
 			es = append(es, e)
 		}
 	}
-	sort.Slice(es, func(i, j int) bool { return es[i].id < es[j].id })
+	sort.Slice(es, func(i, j int) bool { return es[i].n < es[j].n })
 	return es
 }
 
@@ -460,7 +507,10 @@ func (w *world) approve(t *rapid.T) {
 	if len(es) == 0 {
 		t.Skip("nothing pending")
 	}
-	e := pick(t, es, "edge", func(e *edge) string { return e.why })
+	w.approveEdge(t, pick(t, es, "edge", func(e *edge) string { return e.why }))
+}
+
+func (w *world) approveEdge(t *rapid.T, e *edge) {
 	var narrowed sb.Scope
 	if rapid.Bool().Draw(t, "narrow") {
 		narrowed = sb.Scope{{Queue: queue, Verbs: drawVerbs(t, e.requested[0].Verbs, "narrowed")}}
@@ -486,7 +536,7 @@ func (w *world) approve(t *rapid.T) {
 	if !sb.Equal(g.Scope, scope) || !sb.Subset(g.Scope, e.requested) {
 		w.fail("approve: granted %v, want %v (requested %v, narrowed %v)", g.Scope, scope, e.requested, narrowed)
 	}
-	ng := &grant{id: g.ID, holder: e.from, edge: e.id, scope: scope, state: sb.GrantActive, expires: expires,
+	ng := &grant{n: len(w.grants) + 1, id: g.ID, holder: e.from, edge: e.id, scope: scope, state: sb.GrantActive, expires: expires,
 		collectBy: w.now().Add(pickupWindow), friend: true}
 	if old := w.liveEdge(e.from); old != nil {
 		og := w.grants[old.grant]
@@ -504,6 +554,27 @@ func (w *world) approve(t *rapid.T) {
 }
 
 func (w *world) expireEdge(e *edge) { e.state = sb.EdgeExpired }
+
+// befriend is a friend's whole first contact in one step: it asks, bob
+// approves (replacing a grant in the same direction, if any), and it
+// collects.
+func (w *world) befriend(t *rapid.T) {
+	before := len(w.edges)
+	w.request(t)
+	if len(w.edges) == before {
+		return // refused (a request already pending)
+	}
+	var e *edge
+	for _, x := range w.edges {
+		if x.why == fmt.Sprintf("request %d", w.requests) {
+			e = x
+		}
+	}
+	w.approveEdge(t, e)
+	if e.state == sb.EdgeApproved {
+		w.collectEdge(e)
+	}
+}
 
 func (w *world) settle(t *rapid.T, deny bool) {
 	es := w.pendingEdges()
@@ -543,8 +614,11 @@ func (w *world) collect(t *rapid.T) {
 	if len(es) == 0 {
 		t.Skip("nothing approved")
 	}
-	sort.Slice(es, func(i, j int) bool { return es[i].id < es[j].id })
-	e := pick(t, es, "edge", func(e *edge) string { return e.why })
+	sort.Slice(es, func(i, j int) bool { return es[i].n < es[j].n })
+	w.collectEdge(pick(t, es, "edge", func(e *edge) string { return e.why }))
+}
+
+func (w *world) collectEdge(e *edge) {
 	g := w.grants[e.grant]
 	w.step("%s collects the credential of %s", e.from, e.why)
 	_, cred, err := w.sb.Collect(context.Background(), e.id, e.secret)
@@ -592,7 +666,7 @@ func (w *world) friendGrants() []*grant {
 			gs = append(gs, g)
 		}
 	}
-	sort.Slice(gs, func(i, j int) bool { return gs[i].id < gs[j].id })
+	sort.Slice(gs, func(i, j int) bool { return gs[i].n < gs[j].n })
 	return gs
 }
 
@@ -1183,6 +1257,7 @@ func (w *world) stepClock(t *rapid.T) {
 }
 
 func (w *world) reap(t *rapid.T) {
+	w.logTouched = true
 	w.step("Reap")
 	st, err := w.sb.Reap(context.Background())
 	w.expect("Reap", err, nil)
@@ -1202,13 +1277,12 @@ func (w *world) apply() {
 			w.expireEdge(e)
 		}
 	}
-	ids := make([]string, 0, len(w.grants))
-	for id := range w.grants {
-		ids = append(ids, id)
+	gs := make([]*grant, 0, len(w.grants))
+	for _, g := range w.grants {
+		gs = append(gs, g)
 	}
-	sort.Strings(ids)
-	for _, id := range ids {
-		g := w.grants[id]
+	sort.Slice(gs, func(i, j int) bool { return gs[i].n < gs[j].n })
+	for _, g := range gs {
 		if g.state == sb.GrantActive && !g.live(w.now()) {
 			w.revokeGrant(g)
 			if e := w.edges[g.edge]; e != nil && e.state == sb.EdgeApproved {
@@ -1287,6 +1361,7 @@ func (w *world) checkLogProblem(problem error) {
 }
 
 func (w *world) checkpoint(t *rapid.T) {
+	w.logTouched = true
 	w.step("Checkpoint")
 	before := w.storedCheckpoint()
 	cp, err := w.sb.Checkpoint(context.Background())
@@ -1345,6 +1420,7 @@ func (w *world) setWitness(t *rapid.T) {
 }
 
 func (w *world) checkLog(t *rapid.T) {
+	w.logTouched = true
 	w.step("CheckLog")
 	err := w.sb.CheckLog(context.Background())
 	if w.tampered {
@@ -1357,6 +1433,7 @@ func (w *world) checkLog(t *rapid.T) {
 // secondSigner is the command line on the host's store: another
 // Switchboard, with the same key and the same kept checkpoint, signs.
 func (w *world) secondSigner(t *rapid.T) {
+	w.logTouched = true
 	w.step("a second signer (the command line) checkpoints the store")
 	cfg := w.cfg
 	cfg.Witnesses = nil
@@ -1395,7 +1472,7 @@ func (w *world) tamper(t *rapid.T) {
 	}); err != nil {
 		t.Skip("the event cannot be rewritten here: " + err.Error())
 	}
-	w.tampered = true
+	w.tampered, w.logTouched = true, true
 	if move {
 		if err := switchboardtest.MoveAuditPurgeMark(context.Background(), w.st, rep.TreeSize, false); err != nil {
 			w.t.Logf("the mark cannot be moved here: %v", err)
@@ -1525,6 +1602,14 @@ func (w *world) invariants(t *rapid.T) {
 			w.fail("webhook %s has %d deliveries, want %d", h.id, len(ds), h.deliveries)
 		}
 	}
+	// The whole log and the connections are checked every few steps
+	// (VerifyAudit rebuilds the tree), and after every step that touched
+	// the log's checks.
+	w.steps++
+	if w.steps%5 != 0 && !w.logTouched {
+		return
+	}
+	w.logTouched = false
 	// "Every change is in the audit log, and the log verifies."
 	rep, err := w.sb.VerifyAudit(ctx)
 	if w.tampered {
