@@ -36,6 +36,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -66,6 +67,10 @@ type Options struct {
 	// and its commit and rollback. Histories then include writes and DPoP
 	// proofs made inside one and rolled back or committed.
 	Tx func(ctx context.Context) (context.Context, func() error, func() error, error)
+	// NoRestore leaves out the restore of an older copy of the store
+	// (where a process's sequencer runs beside the history, as on
+	// PostgreSQL, what it saw of the log is not the model's to predict).
+	NoRestore bool
 }
 
 // The model's fixed world: three humans, their agents, one queue.
@@ -225,27 +230,37 @@ type hook struct {
 
 // world is one history: the Switchboard under test and the model.
 type world struct {
-	t                *rapid.T
-	o                Options
-	st               store.Store
-	sb               *sb.Switchboard
-	cfg              sb.Config
-	clock            *clock
-	iss              *switchboardtest.Issuer
-	wit              *modelWitness
-	vkey, wkey       string
-	dir              string
-	worker           *grant
-	edges            map[string]*edge
-	grants           map[string]*grant
-	todos            map[string]*todo
-	order            []string
-	seq              int
-	dedup            map[string]string // grant \x00 key → todo id
-	leases           []lease
-	hooks            map[string]*hook
-	checkpoints      []sb.Checkpoint
-	tampered         bool
+	t           *rapid.T
+	o           Options
+	st          store.Store
+	sb          *sb.Switchboard
+	cfg         sb.Config
+	clock       *clock
+	iss         *switchboardtest.Issuer
+	wit         *modelWitness
+	vkey, wkey  string
+	dir         string
+	worker      *grant
+	edges       map[string]*edge
+	grants      map[string]*grant
+	todos       map[string]*todo
+	order       []string
+	seq         int
+	dedup       map[string]string // grant \x00 key → todo id
+	leases      []lease
+	hooks       map[string]*hook
+	checkpoints []sb.Checkpoint
+	tampered    bool // the log's checks must refuse from now on (rewritten, or restored behind what was signed)
+	rewritten   bool // an event was rewritten: VerifyAudit must fail
+	backup      *backup
+	seenSize    uint64    // the largest log this process signed or checked
+	seenAt      time.Time // when
+	seenEpoch   int       // in which history
+	// epochs are the histories the log has had: each restore of an
+	// older copy starts one, branching from the copy's at its size.
+	epochs           []epochOf
+	epoch            int    // the current one
+	cpEpoch          []int  // the epoch of each of checkpoints
 	tamperedAt       uint64 // the log's size when it was tampered with
 	requests         int
 	logLen           uint64
@@ -261,7 +276,7 @@ func newWorld(t *rapid.T, o Options, iss *switchboardtest.Issuer, skey, vkey str
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := &world{t: t, o: o, iss: iss, vkey: vkey, wkey: wkey, dir: dir,
+	w := &world{t: t, o: o, iss: iss, vkey: vkey, wkey: wkey, dir: dir, epochs: []epochOf{{parent: -1}},
 		clock: &clock{t: time.Date(2031, 3, 1, 9, 0, 0, 0, time.UTC)},
 		edges: map[string]*edge{}, grants: map[string]*grant{}, todos: map[string]*todo{},
 		dedup: map[string]string{}, hooks: map[string]*hook{}, friendOfEdge: map[string]string{}}
@@ -401,6 +416,10 @@ func (w *world) actions() map[string]func(*rapid.T) {
 		"witness":   w.setWitness,
 		"tamper":    w.tamper,
 		"":          w.invariants,
+	}
+	if !w.o.NoRestore {
+		a["backup"] = w.takeBackup
+		a["restore"] = w.restore
 	}
 	if w.o.Tx != nil {
 		a["txcreate"] = w.txCreate
@@ -1319,7 +1338,12 @@ func (w *world) storedCheckpoint() []byte {
 // signed before ("no checkpoint is ever signed over a history inconsistent
 // with one signed, kept or seen before").
 func (w *world) signed(cp sb.Checkpoint) {
-	if w.tampered && cp.Size > 0 {
+	for _, old := range w.checkpoints {
+		if old.Size == cp.Size && old.Root == cp.Root {
+			return // signed before (a restored copy's)
+		}
+	}
+	if w.tampered && cp.Size > 0 { // (this process's own mark binds only this process)
 		w.fail("a checkpoint of %d events was signed after the store was rewritten", cp.Size)
 	}
 	for _, old := range w.checkpoints {
@@ -1342,12 +1366,13 @@ func (w *world) signed(cp sb.Checkpoint) {
 		}
 	}
 	w.checkpoints = append(w.checkpoints, cp)
+	w.cpEpoch = append(w.cpEpoch, w.epoch)
 }
 
 // checkLogProblem checks what Reap said of the log.
 func (w *world) checkLogProblem(problem error) {
 	switch {
-	case w.tampered:
+	case w.refusing():
 		if !errors.Is(problem, sb.ErrAuditBroken) {
 			w.fail("Reap on a rewritten store: want ErrAuditBroken, got %v", problem)
 		}
@@ -1366,7 +1391,7 @@ func (w *world) checkpoint(t *rapid.T) {
 	before := w.storedCheckpoint()
 	cp, err := w.sb.Checkpoint(context.Background())
 	switch {
-	case w.tampered:
+	case w.refusing():
 		w.expect("a checkpoint of a rewritten store", err, sb.ErrAuditBroken)
 		if !bytes.Equal(before, w.storedCheckpoint()) {
 			w.fail("a rewritten store got a checkpoint stored")
@@ -1387,6 +1412,42 @@ func (w *world) checkpoint(t *rapid.T) {
 	w.sawStored()
 	if !bytes.Equal(cp.Note, w.storedCheckpoint()) {
 		w.fail("Checkpoint returned a checkpoint that is not the stored one")
+	}
+	w.saw(cp.Size)
+}
+
+// refusing reports whether the log's checks must refuse now: the store
+// was rewritten, or restored behind what was signed — or behind what this
+// process saw, while its mark has not aged out.
+func (w *world) refusing() bool {
+	return w.tampered || w.seenSize > 0 && !w.holds(w.seenEpoch, w.seenSize) &&
+		w.now().Sub(w.seenAt) < eventRetention-min(eventRetention/10, time.Hour)
+}
+
+// epochOf is one history of the log: it branched from parent's at size at.
+type epochOf struct {
+	parent int
+	at     uint64
+}
+
+// holds reports whether the log now still holds the first n events of
+// epoch e's history: e is the current history, or one it branched from
+// at or past n.
+func (w *world) holds(e int, n uint64) bool {
+	limit := ^uint64(0)
+	for c := w.epoch; c != e; c = w.epochs[c].parent {
+		if c == 0 {
+			return false
+		}
+		limit = min(limit, w.epochs[c].at)
+	}
+	return n <= limit
+}
+
+// saw records that this process signed or checked the log at size n.
+func (w *world) saw(n uint64) {
+	if n >= w.seenSize || !w.holds(w.seenEpoch, w.seenSize) {
+		w.seenSize, w.seenAt, w.seenEpoch = n, w.now(), w.epoch
 	}
 }
 
@@ -1422,12 +1483,16 @@ func (w *world) setWitness(t *rapid.T) {
 func (w *world) checkLog(t *rapid.T) {
 	w.logTouched = true
 	w.step("CheckLog")
+	rep, verr := w.sb.VerifyAudit(context.Background())
 	err := w.sb.CheckLog(context.Background())
-	if w.tampered {
+	if w.refusing() {
 		w.expect("CheckLog of a rewritten store", err, sb.ErrAuditBroken)
 		return
 	}
 	w.expect("CheckLog", err, nil)
+	if verr == nil {
+		w.saw(rep.TreeSize)
+	}
 }
 
 // secondSigner is the command line on the host's store: another
@@ -1443,7 +1508,8 @@ func (w *world) secondSigner(t *rapid.T) {
 	}
 	defer other.Close()
 	cp, err := other.Checkpoint(context.Background())
-	if w.tampered {
+	if w.tampered { // another process: this one's mark of what it saw is not its
+
 		w.expect("a second signer on a rewritten store", err, sb.ErrAuditBroken)
 		return
 	}
@@ -1457,14 +1523,19 @@ func (w *world) secondSigner(t *rapid.T) {
 // retention's mark moved to the log's end with the rewritten frontier as
 // the hashes kept for purged events.
 func (w *world) tamper(t *rapid.T) {
-	if w.tampered || len(w.checkpoints) == 0 || w.checkpoints[len(w.checkpoints)-1].Size < 2 {
+	stored := w.storedCheckpoint()
+	if w.tampered || stored == nil {
 		t.Skip("nothing signed to rewrite")
 	}
-	rep, err := w.sb.VerifyAudit(context.Background())
-	if err != nil || rep.First == 0 || rep.First > w.checkpoints[len(w.checkpoints)-1].Size {
-		t.Skip("no signed event kept")
+	cp, err := sb.OpenCheckpoint(stored, w.vkey)
+	if err != nil {
+		w.fail("the stored checkpoint does not open: %v", err)
 	}
-	seq := rapid.Uint64Range(rep.First, min(rep.Last, w.checkpoints[len(w.checkpoints)-1].Size)).Draw(t, "event")
+	rep, err := w.sb.VerifyAudit(context.Background())
+	if err != nil || rep.First == 0 || rep.First > cp.Size {
+		t.Skip("no event the stored checkpoint signed is kept")
+	}
+	seq := rapid.Uint64Range(rep.First, min(rep.Last, cp.Size)).Draw(t, "event")
 	move := rapid.Bool().Draw(t, "move the mark")
 	w.step("someone who can write the store rewrites event %d (and moves the purge mark: %v)", seq, move)
 	if err := switchboardtest.RewriteAuditEvent(context.Background(), w.st, seq, func(leaf []byte) []byte {
@@ -1472,12 +1543,144 @@ func (w *world) tamper(t *rapid.T) {
 	}); err != nil {
 		t.Skip("the event cannot be rewritten here: " + err.Error())
 	}
-	w.tampered, w.logTouched = true, true
+	w.tampered, w.rewritten, w.logTouched = true, true, true
 	if move {
 		if err := switchboardtest.MoveAuditPurgeMark(context.Background(), w.st, rep.TreeSize, false); err != nil {
 			w.t.Logf("the mark cannot be moved here: %v", err)
 		}
 	}
+}
+
+// ---- a backup restored ----
+
+// tables are every table switchboard keeps (a table missing here is left
+// as it is by restore, and the model then finds the store in a state no
+// history led to).
+var tables = []string{"blocks", "edge_live", "edge_pending", "edge_requester", "edge_target", "edges", "events",
+	"events_pending", "grant_cred", "grant_expiry", "grant_human", "grants", "log_hashes", "meta", "oidc_expiry",
+	"oidc_replay", "personas", "quota_buckets", "quota_cooldown", "todo_dedup", "todo_index", "todos",
+	"webhook_grant", "webhook_queue", "webhooks"}
+
+// backup is a copy of the store and of the model at one step.
+type backup struct {
+	rows  map[string][][2][]byte
+	size  uint64 // the log's size then
+	model world
+}
+
+// takeBackup copies the store as whoever runs it might (the files, at
+// rest), and the model with it.
+func (w *world) takeBackup(t *rapid.T) {
+	if w.backup != nil {
+		t.Skip("a backup is taken")
+	}
+	rep, err := w.sb.VerifyAudit(context.Background())
+	if err != nil || rep.Pending > 0 {
+		t.Skip("no clean copy now")
+	}
+	w.step("the store is backed up")
+	b := &backup{rows: map[string][][2][]byte{}, size: rep.TreeSize}
+	if err := w.st.View(context.Background(), func(tx store.Tx) error {
+		for _, tb := range tables {
+			if err := tx.Scan(tb, nil, nil, func(k, v []byte) bool {
+				b.rows[tb] = append(b.rows[tb], [2][]byte{bytes.Clone(k), bytes.Clone(v)})
+				return true
+			}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		w.fail("back up: %v", err)
+	}
+	b.model = w.clone()
+	w.backup = b
+}
+
+// restore puts the backup back under the running Switchboard (a database
+// restored, a failover to a standby that was behind). The model goes back
+// with it; the log's checks refuse from then on if anything was signed or
+// seen past the copy — the checkpoint kept outside the store, the
+// witness's, this process's mark — and not otherwise.
+func (w *world) restore(t *rapid.T) {
+	if w.backup == nil {
+		t.Skip("no backup")
+	}
+	w.step("the backup of %d events is restored", w.backup.size)
+	if err := w.st.Update(context.Background(), func(tx store.Tx) error {
+		for _, tb := range tables {
+			var keys [][]byte
+			if err := tx.Scan(tb, nil, nil, func(k, _ []byte) bool { keys = append(keys, bytes.Clone(k)); return true }); err != nil {
+				return err
+			}
+			for _, k := range keys {
+				if err := tx.Delete(tb, k); err != nil {
+					return err
+				}
+			}
+			for _, kv := range w.backup.rows[tb] {
+				if err := tx.Put(tb, kv[0], kv[1]); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}); err != nil {
+		w.fail("restore: %v", err)
+	}
+	keep := *w
+	*w = w.backup.model.clone()
+	w.t, w.sb, w.st, w.clock, w.wit = keep.t, keep.sb, keep.st, keep.clock, keep.wit
+	w.checkpoints, w.cpEpoch, w.seenSize, w.seenAt, w.seenEpoch = keep.checkpoints, keep.cpEpoch, keep.seenSize, keep.seenAt, keep.seenEpoch
+	w.epochs = append(keep.epochs, epochOf{parent: w.epoch, at: keep.backup.size})
+	w.epoch = len(w.epochs) - 1
+	w.logTouched, w.steps = true, keep.steps
+	w.backup, w.requests, w.seq = nil, keep.requests, keep.seq
+	w.logLen, w.lastStored = 0, w.storedCheckpoint()
+	// A second passes: a step done again after the restore writes other
+	// events (another time in each), so the history it grows is another.
+	w.clock.step(time.Second)
+	// The store as the copy was (rewritten, or not), and refused for
+	// good if anything signed (the kept checkpoint, the witness's) is no
+	// longer held.
+	w.tampered = w.rewritten
+	for i, cp := range w.checkpoints {
+		w.tampered = w.tampered || !w.holds(w.cpEpoch[i], cp.Size)
+	}
+}
+
+// clone is a deep copy of the model's state.
+func (w *world) clone() world {
+	c := *w
+	c.edges, c.grants, c.todos, c.dedup, c.hooks = map[string]*edge{}, map[string]*grant{}, map[string]*todo{}, map[string]string{}, map[string]*hook{}
+	for k, v := range w.edges {
+		e := *v
+		c.edges[k] = &e
+	}
+	for k, v := range w.grants {
+		g := *v
+		c.grants[k] = &g
+		if v == w.worker {
+			c.worker = &g
+		}
+	}
+	for k, v := range w.todos {
+		td := *v
+		td.claimedBy = maps.Clone(v.claimedBy)
+		c.todos[k] = &td
+	}
+	maps.Copy(c.dedup, w.dedup)
+	for k, v := range w.hooks {
+		h := *v
+		h.dead = maps.Clone(v.dead)
+		c.hooks[k] = &h
+	}
+	c.order = slices.Clone(w.order)
+	c.leases = slices.Clone(w.leases)
+	c.checkpoints = slices.Clone(w.checkpoints)
+	c.cpEpoch = slices.Clone(w.cpEpoch)
+	c.epochs = slices.Clone(w.epochs)
+	return c
 }
 
 // ---- an application's transaction ----
@@ -1612,7 +1815,7 @@ func (w *world) invariants(t *rapid.T) {
 	w.logTouched = false
 	// "Every change is in the audit log, and the log verifies."
 	rep, err := w.sb.VerifyAudit(ctx)
-	if w.tampered {
+	if w.rewritten {
 		if err == nil {
 			w.fail("VerifyAudit passes a rewritten store")
 		}

@@ -24,6 +24,7 @@ func TestModel(t *testing.T) {
 		defer f.Value.Set(f.DefValue)
 	}
 	model.Check(t, model.Options{
+		NoRestore: true,
 		Open: func(string) (store.Store, error) {
 			return postgres.Open(context.Background(), dsn, &postgres.Options{Table: freshTable(t, dsn)})
 		},
