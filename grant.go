@@ -65,6 +65,14 @@ type grantRec struct {
 	Replaces   string `json:"replaces,omitempty"`
 }
 
+// replaced reports whether revoked grant r was replaced by a later
+// approval in the same direction (its edge e, nil for a vended grant):
+// ReplacedBy names the grant that did, or, for a grant replaced before
+// the records carried it, its edge says so.
+func (r *grantRec) replaced(e *edgeRec) bool {
+	return r.ReplacedBy != "" || (e != nil && e.State == EdgeReplaced)
+}
+
 func (r grantRec) clone() grantRec {
 	r.Scope = r.Scope.clone()
 	r.CredHash = bytes.Clone(r.CredHash)
@@ -388,13 +396,12 @@ func (s *Switchboard) Revoke(ctx context.Context, human Human, grantID string) e
 		if g.Grantor != human && (e == nil || e.Requester != human) {
 			return notFound("grant")
 		}
-		if g.State == GrantRevoked && (e == nil || e.State == EdgeRevoked) {
+		if g.State == GrantRevoked && !g.replaced(e) {
 			// Already revoked (not replaced, whose queued todos stay):
 			// cancel what an earlier Revoke's pass may have left queued
 			// (it failed after the revocation committed), in the name
 			// of who revoked it. Nothing else changes.
-			t.revoked = append(t.revoked, revokedGrant{g.ID, g.RevokedBy})
-			return nil
+			return t.cancelWorkOf(g, g.RevokedBy)
 		}
 		if g.State != GrantActive {
 			return nil
@@ -485,21 +492,28 @@ func (t *txn) revokeGrant(g *grantRec, e *edgeRec, actor, why string, cancelQueu
 		}
 	}
 	if cancelQueued {
-		t.revoked = append(t.revoked, revokedGrant{g.ID, actor})
-		// The work of the grants g replaced was trusted only while g was
-		// live: it goes with g's.
-		id := g.Replaces
-		for i := 0; id != "" && i < maxReplacements; i++ {
-			t.revoked = append(t.revoked, revokedGrant{id, actor})
-			prev, err := viewHot[grantRec](t, tGrants, id, "grant")
-			if isNotFound(err) {
-				break
-			}
-			if err != nil {
-				return err
-			}
-			id = prev.Replaces
+		return t.cancelWorkOf(g, actor)
+	}
+	return nil
+}
+
+// cancelWorkOf has the queued todos of revoked grant g cancelled once the
+// transaction commits (see cancelQueued), with those of the grants g
+// replaced: their work was trusted only while g was live, so it goes with
+// g's. Revoke, a first time or again, and expiry all go through it.
+func (t *txn) cancelWorkOf(g *grantRec, actor string) error {
+	t.revoked = append(t.revoked, revokedGrant{g.ID, actor})
+	id := g.Replaces
+	for i := 0; id != "" && i < maxReplacements; i++ {
+		t.revoked = append(t.revoked, revokedGrant{id, actor})
+		prev, err := viewHot[grantRec](t, tGrants, id, "grant")
+		if isNotFound(err) {
+			break
 		}
+		if err != nil {
+			return err
+		}
+		id = prev.Replaces
 	}
 	return nil
 }

@@ -51,6 +51,9 @@ func migrate(ctx context.Context, st store.Store, now func() time.Time) error {
 	if err := st.View(ctx, func(tx store.Tx) error {
 		b, err := tx.Get(tMeta, []byte(schemaKey))
 		current = err == nil && len(b) == 8 && binary.BigEndian.Uint64(b) == schemaVersion
+		if _, err := tx.Get(tMeta, []byte(linkedKey)); err != nil {
+			current = false
+		}
 		return nil
 	}); err != nil {
 		return err
@@ -67,8 +70,6 @@ func migrate(ctx context.Context, st store.Store, now func() time.Time) error {
 			}
 			if v := binary.BigEndian.Uint64(b); v > schemaVersion {
 				return fmt.Errorf("%w: layout %d, this version reads up to %d", ErrNewerSchema, v, schemaVersion)
-			} else if v == schemaVersion {
-				return nil
 			}
 		case !errors.Is(err, store.ErrNotFound):
 			return err
@@ -95,8 +96,93 @@ func migrate(ctx context.Context, st store.Store, now func() time.Time) error {
 				return err
 			}
 		}
+		if _, err := tx.Get(tMeta, []byte(linkedKey)); errors.Is(err, store.ErrNotFound) {
+			if err := linkReplacements(t); err != nil {
+				return err
+			}
+			if err := tx.Put(tMeta, []byte(linkedKey), []byte{1}); err != nil {
+				return err
+			}
+		} else if err != nil {
+			return err
+		}
 		return tx.Put(tMeta, []byte(schemaKey), binary.BigEndian.AppendUint64(nil, schemaVersion))
 	})
+}
+
+// linkedKey marks a store whose replaced grants name the grants that
+// replaced them (see linkReplacements). It is no layout change: a version
+// before it reads the links as fields it does not know.
+const linkedKey = "replacements_linked"
+
+// linkReplacements links each grant replaced before the records carried
+// ReplacedBy to the grant that replaced it, both ways, as the approval
+// that replaced it would now: the grant in the same direction (holder,
+// target) created at the instant the replaced one was revoked (the
+// replacement revokes and creates in one transaction, at one time). A
+// replaced grant's queued work is handed out while its replacement lives
+// (originLive); unlinked, a claim would take it for revoked work and
+// cancel it. A grant with no such replacement, or with two grants created
+// at that instant (no telling which replaced it), is left as it is.
+func linkReplacements(t *txn) error {
+	var ids []string
+	if err := t.tx.Scan(tGrants, nil, nil, func(k, _ []byte) bool {
+		ids = append(ids, string(k))
+		return true
+	}); err != nil {
+		return err
+	}
+	type direction struct{ holder, target string }
+	created := map[direction]map[time.Time][]*grantRec{}
+	var replaced []*grantRec
+	for _, id := range ids {
+		g := new(grantRec)
+		if err := t.get(tGrants, id, g, "grant"); err != nil {
+			return err
+		}
+		if g.EdgeID == "" {
+			continue
+		}
+		d := direction{g.Holder, g.Target}
+		if created[d] == nil {
+			created[d] = map[time.Time][]*grantRec{}
+		}
+		at := g.CreatedAt.UTC()
+		created[d][at] = append(created[d][at], g)
+		if g.State != GrantRevoked || g.ReplacedBy != "" {
+			continue
+		}
+		var e edgeRec
+		if err := t.get(tEdges, g.EdgeID, &e, "edge"); err != nil {
+			if isNotFound(err) {
+				continue
+			}
+			return err
+		}
+		if e.State == EdgeReplaced {
+			replaced = append(replaced, g)
+		}
+	}
+	for _, g := range replaced {
+		var next *grantRec
+		n := 0
+		for _, c := range created[direction{g.Holder, g.Target}][g.RevokedAt.UTC()] {
+			if c.ID != g.ID {
+				next, n = c, n+1
+			}
+		}
+		if n != 1 || next.Replaces != "" {
+			continue // none, or two approvals at one instant: no telling which
+		}
+		g.ReplacedBy, next.Replaces = next.ID, g.ID
+		if err := t.put(tGrants, g.ID, g); err != nil {
+			return err
+		}
+		if err := t.put(tGrants, next.ID, next); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // upgradeIndexes brings the todo indexes of layouts 1 and 2 to layout 3:

@@ -1,6 +1,7 @@
 package switchboard_test
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -139,4 +140,69 @@ func TestUpgradeKeepsATreeLog(t *testing.T) {
 			require.Equal(t, uint64(len(before)), rep.TreeSize)
 		})
 	}
+}
+
+// A store written before grant records named their replacements: the work
+// of a grant a later approval replaced is still handed out after the
+// upgrade (New links each replaced grant to the grant that replaced it),
+// and revoking the last grant still takes the whole line's work with it.
+func TestUpgradeLinksReplacedGrants(t *testing.T) {
+	eachBackend(t, func(t *testing.T, h *harness) {
+		_, f1 := h.friend(h.alice, h.bob, "alice-bot", "bob-desk", inboxCreate)
+		worker := h.worker(h.bob, "bob-desk", "inbox")
+		t1, _, err := h.sb.CreateFor(ctx, f1, "inbox", sb.NewTodo{Kind: "k", Title: "first"})
+		require.NoError(t, err)
+		h.clock.Advance(time.Second)
+		_, f2 := h.friend(h.alice, h.bob, "alice-bot", "bob-desk", scope("inbox", sb.VerbCreateFor, sb.VerbGet))
+		t2, _, err := h.sb.CreateFor(ctx, f2, "inbox", sb.NewTodo{Kind: "k", Title: "second"})
+		require.NoError(t, err)
+		h.clock.Advance(time.Second)
+		g3, _ := h.friend(h.alice, h.bob, "alice-bot", "bob-desk", scope("inbox", sb.VerbCreateFor, sb.VerbList))
+
+		// The records as the version before wrote them.
+		require.NoError(t, h.st.Update(ctx, func(tx store.Tx) error {
+			var keys, vals [][]byte
+			if err := tx.Scan("grants", nil, nil, func(k, v []byte) bool {
+				keys, vals = append(keys, bytes.Clone(k)), append(vals, bytes.Clone(v))
+				return true
+			}); err != nil {
+				return err
+			}
+			for i, k := range keys {
+				var m map[string]any
+				if err := json.Unmarshal(vals[i], &m); err != nil {
+					return err
+				}
+				delete(m, "replaced_by")
+				delete(m, "replaces")
+				b, err := json.Marshal(m)
+				if err != nil {
+					return err
+				}
+				if err := tx.Put("grants", k, b); err != nil {
+					return err
+				}
+			}
+			return tx.Delete("meta", []byte("replacements_linked"))
+		}))
+
+		s, err := sb.New(h.st, &sb.Config{Clock: h.clock, Issuers: []sb.Issuer{h.iss.Config()}, Quotas: testQuotas})
+		require.NoError(t, err)
+		var leases []sb.Lease
+		for _, want := range []string{t1.ID, t2.ID} {
+			td, l, err := s.Claim(ctx, worker, "inbox", nil)
+			require.NoError(t, err, "the replaced grants' work is handed out")
+			require.Equal(t, want, td.ID)
+			leases = append(leases, l)
+		}
+		for _, l := range leases {
+			require.NoError(t, s.Release(ctx, worker, l))
+		}
+		require.NoError(t, s.Revoke(ctx, h.bob, g3.ID))
+		for _, id := range []string{t1.ID, t2.ID} {
+			td, err := s.Get(ctx, worker, id)
+			require.NoError(t, err)
+			require.Equal(t, sb.TodoCancelled, td.State, "revoking the last grant takes the line's work")
+		}
+	})
 }

@@ -80,3 +80,39 @@ func TestRevokeOfAReplacedGrantKeepsItsTodos(t *testing.T) {
 		require.Equal(t, sb.TodoQueued, got.State, "revoking the replaced grant changes nothing")
 	})
 }
+
+// Revoking a grant takes the queued work of the grants it replaced with it
+// (that work was trusted only while it was live), and revoking it again
+// finishes that too when the first pass failed: the same work either way.
+func TestRevokeAgainFinishesTheWorkOfTheGrantsItReplaced(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			st := &flakyStore{Store: b.open(t)}
+			t.Cleanup(func() { _ = st.Close() })
+			h := newHarness(t, st)
+			_, friend1 := h.friend(h.alice, h.bob, "alice-bot", "bob-desk", inboxCreate)
+			worker := h.worker(h.bob, "bob-desk", "inbox")
+			old, _, err := h.sb.CreateFor(ctx, friend1, "inbox", sb.NewTodo{Kind: "k"})
+			require.NoError(t, err)
+			g2, friend2 := h.friend(h.alice, h.bob, "alice-bot", "bob-desk", scope("inbox", sb.VerbCreateFor, sb.VerbGet))
+			own, _, err := h.sb.CreateFor(ctx, friend2, "inbox", sb.NewTodo{Kind: "k"})
+			require.NoError(t, err)
+
+			st.failUpdate.Store(2) // the revocation commits; the cancel pass fails
+			require.NoError(t, h.sb.Revoke(ctx, h.bob, g2.ID), "the revocation committed")
+			st.failUpdate.Store(0)
+			for _, id := range []string{old.ID, own.ID} {
+				td, err := h.sb.Get(ctx, worker, id)
+				require.NoError(t, err)
+				require.Equal(t, sb.TodoQueued, td.State, "the failed pass left it queued")
+			}
+
+			require.NoError(t, h.sb.Revoke(ctx, h.alice, g2.ID), "revoked again, by the other side")
+			for _, id := range []string{old.ID, own.ID} {
+				td, err := h.sb.Get(ctx, worker, id)
+				require.NoError(t, err)
+				require.Equal(t, sb.TodoCancelled, td.State, "%s: the second revocation finishes the pass", id)
+			}
+		})
+	}
+}
