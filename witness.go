@@ -46,10 +46,12 @@ type WitnessConfig struct {
 	// tlog-cosignature): a cosignature that does not verify with it is
 	// not stored, and other lines of the witness's answer are ignored.
 	Key string
-	// Timeout bounds each call to the witness (a Checkpoint asks every
-	// witness at once, so a witness that never answers costs one
-	// Timeout per checkpoint and holds nothing else up); 0 means 10
-	// seconds.
+	// Timeout bounds each call to the witness, and the wait for the one
+	// under way to end (one request at a time per witness; a Checkpoint
+	// asks every witness at once, so a witness that never answers costs
+	// one Timeout per checkpoint and holds nothing else up). The proofs
+	// the calls carry are read from the store within the Checkpoint's
+	// context, not this. 0 means 10 seconds.
 	Timeout time.Duration
 }
 
@@ -259,15 +261,19 @@ func witnessLines(body []byte, text string, v *cosig.Verifier) ([][]byte, error)
 
 // askWitness sends cp to w with a proof from old, the size w last
 // cosigned as stored, and once more from the size w says it has if that
-// differs — within w's Timeout, one request at a time per witness.
+// differs — one request at a time per witness. w's Timeout bounds the wait
+// for the request before and each call to the witness; the proofs are the
+// store's work, bounded by ctx alone (a slow store is not a witness that
+// does not answer).
 func (s *Switchboard) askWitness(ctx context.Context, w *witness, cp Checkpoint, logNote []byte, old uint64) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(ctx, w.cfg.Timeout)
-	defer cancel()
+	wait, cancel := context.WithTimeout(ctx, w.cfg.Timeout)
 	select {
 	case w.sem <- struct{}{}:
+		cancel()
 		defer func() { <-w.sem }()
-	case <-ctx.Done():
-		return nil, fmt.Errorf("%w: %s: another request to it is under way: %w", ErrWitness, w.v.Name(), ctx.Err())
+	case <-wait.Done():
+		cancel()
+		return nil, fmt.Errorf("%w: %s: another request to it is under way: %w", ErrWitness, w.v.Name(), wait.Err())
 	}
 	name := w.v.Name()
 	for try := 0; ; try++ {
@@ -302,7 +308,9 @@ func (s *Switchboard) askWitness(ctx context.Context, w *witness, cp Checkpoint,
 			}
 			proof = p.Hashes
 		}
-		body, err := w.cfg.Witness.AddCheckpoint(ctx, old, proof, logNote)
+		call, cancel := context.WithTimeout(ctx, w.cfg.Timeout)
+		body, err := w.cfg.Witness.AddCheckpoint(call, old, proof, logNote)
+		cancel()
 		var conflict *WitnessConflict
 		switch {
 		case err == nil:
