@@ -59,6 +59,13 @@ var (
 	ErrRateLimited = errors.New("rate limited")
 	// ErrQueueEmpty: Claim found no ready todo.
 	ErrQueueEmpty = errors.New("queue empty")
+	// ErrDamaged: a stored record does not decode, or its bytes do not
+	// match the checksum stored with them (todo records carry a CRC-32C
+	// from layout 8 on): they changed underneath the store — a disk
+	// flipped a bit, someone wrote the store by hand. The error names the
+	// table and the key; nothing is handed out from such a record. Restore
+	// the store, or the record, from a backup.
+	ErrDamaged = errors.New("stored record damaged")
 	// ErrClosed is the store's closed error, re-exported so callers need not
 	// import package store to match it.
 	ErrClosed = store.ErrClosed

@@ -8,6 +8,7 @@ package switchboard_test
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -281,16 +282,22 @@ func FuzzDecodeJSON(f *testing.F) {
 // does not decode is an error for Get and for a claim that reaches it, the
 // claim writes nothing, and the other todos are unaffected.
 func FuzzStoredTodo(f *testing.F) {
-	// The seeds: real records, in another store.
-	{
+	// The seeds: real records, in other stores: one new (records V3), one
+	// at layout 7 (records V1 and V2, as the release before writes them).
+	for _, layout := range []uint64{0, 7} {
 		st := memory.New()
+		if layout != 0 {
+			require.NoError(f, st.Update(ctx, func(tx store.Tx) error {
+				return tx.Put("meta", []byte("schema"), binary.BigEndian.AppendUint64(nil, layout))
+			}))
+		}
 		h := newHarness(f, st)
 		_, cred, err := h.sb.Vend(ctx, h.bob, sb.VendRequest{Agent: "bob-desk", Scope: scope("inbox", sb.VerbCreateFor)})
 		require.NoError(f, err)
 		for _, n := range []sb.NewTodo{
 			{Kind: "k"},
 			{Kind: "invoice.review", Title: "Review", Payload: []byte(`{"n":1}`), Priority: -3, DedupKey: "d", MaxAttempts: 2},
-			{Kind: "traced", Trace: sb.Trace{Parent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", State: "k=v"}}, // format V2
+			{Kind: "traced", Trace: sb.Trace{Parent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", State: "k=v"}}, // V2 at layout 7
 		} {
 			td, _, err := h.sb.CreateFor(ctx, cred, "inbox", n)
 			require.NoError(f, err)
@@ -313,8 +320,10 @@ func FuzzStoredTodo(f *testing.F) {
 		require.NoError(t, st.Update(ctx, func(tx store.Tx) error { return tx.Put("todos", []byte(victim.ID), data) }))
 		_, _ = h.sb.List(ctx, cred, "inbox", nil)
 		if _, err := h.sb.Get(ctx, cred, victim.ID); err != nil && !errors.Is(err, sb.ErrNotFound) {
-			// It does not decode: the claim that reaches it (first in
+			// It does not decode, or not to a todo it could be: the
+			// record is damaged, the claim that reaches it (first in
 			// line, by priority) fails, and nothing is written.
+			require.ErrorIs(t, err, sb.ErrDamaged)
 			_, _, err := h.sb.Claim(ctx, cred, "inbox", nil)
 			require.Error(t, err)
 			require.False(t, newEvents(t, h, &seq), "a failed claim wrote events")

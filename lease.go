@@ -257,7 +257,7 @@ func (s *Switchboard) claimOne(t *txn, g *grantRec, e readyEntry, d time.Duratio
 	if err := t.indexClaim(r, g, trimmed); err != nil {
 		return Claimed{}, false, err
 	}
-	if err := t.putRaw(tIdx, leaseKey(r), ""); err != nil {
+	if err := t.putRawNew(tIdx, leaseKey(r), ""); err != nil { // its expiry is new
 		return Claimed{}, false, err
 	}
 	if err := t.emit(Event{Type: EventTodoClaimed, Actor: agentActor(g.Holder), Persona: g.Holder, Grant: g.ID, Todo: r.ID, Queue: r.address()}); err != nil {

@@ -26,8 +26,18 @@ import (
 // context), which an older version could not read: it refuses the store.
 // 7: grants and edges may be bound to a key (jkt, see Prove); an older
 // version would drop the binding and accept the bare credential, so it
-// refuses the store.
-const schemaVersion = 7
+// refuses the store. 8: todo records may be in the form V3 (checksummed,
+// laid out for updates in place), which an older version cannot read.
+//
+// A new store starts at the newest layout. An existing one is brought by
+// New to autoVersion only: layout 8 waits for UpgradeRecords, run once
+// every process sharing the store runs a version that reads V3 records —
+// so a rolling upgrade never meets a record one of its processes cannot
+// read. Until then this version writes V2, and reads both.
+const schemaVersion = 8
+
+// autoVersion is the layout New brings an older store to by itself.
+const autoVersion = 7
 
 const schemaKey = "schema"
 
@@ -46,22 +56,25 @@ var ErrNewerSchema = errors.New("store was written by a newer switchboard versio
 // migrate brings st to schemaVersion in one transaction: a store without a
 // version is either new (nothing to do) or of version 1, whose todo indexes
 // are rebuilt in the new layout from the todo records themselves.
-func migrate(ctx context.Context, st store.Store, now func() time.Time) error {
+func migrate(ctx context.Context, st store.Store, now func() time.Time) (layout uint64, err error) {
 	current := false
 	if err := st.View(ctx, func(tx store.Tx) error {
 		b, err := tx.Get(tMeta, []byte(schemaKey))
-		current = err == nil && len(b) == 8 && binary.BigEndian.Uint64(b) == schemaVersion
+		if err == nil && len(b) == 8 {
+			layout = binary.BigEndian.Uint64(b)
+		}
+		current = layout == schemaVersion || layout == autoVersion
 		if _, err := tx.Get(tMeta, []byte(linkedKey)); err != nil {
 			current = false
 		}
 		return nil
 	}); err != nil {
-		return err
+		return 0, err
 	}
 	if current {
-		return nil // the usual open: no write transaction, no fsync
+		return layout, nil // the usual open: no write transaction, no fsync
 	}
-	return st.Update(ctx, func(tx store.Tx) error {
+	err = st.Update(ctx, func(tx store.Tx) error {
 		b, err := tx.Get(tMeta, []byte(schemaKey))
 		switch {
 		case err == nil:
@@ -79,22 +92,10 @@ func migrate(ctx context.Context, st store.Store, now func() time.Time) error {
 			from = binary.BigEndian.Uint64(b)
 		}
 		t := &txn{tx: tx, now: now().UTC()}
-		if from < 3 {
-			if err := upgradeIndexes(t); err != nil {
-				return err
-			}
-		}
-		if from < 4 {
-			// Layout 4 on holds a tree already: its leaves are no
-			// chain records.
-			if err := upgradeLog(t); err != nil {
-				return err
-			}
-		}
-		if from < 5 {
-			if err := backfillGrantIndex(t); err != nil {
-				return err
-			}
+		if from >= autoVersion {
+			layout = from
+		} else if err := upgradeLayout(t, from, &layout); err != nil {
+			return err
 		}
 		if _, err := tx.Get(tMeta, []byte(linkedKey)); errors.Is(err, store.ErrNotFound) {
 			if err := linkReplacements(t); err != nil {
@@ -106,8 +107,93 @@ func migrate(ctx context.Context, st store.Store, now func() time.Time) error {
 		} else if err != nil {
 			return err
 		}
+		return tx.Put(tMeta, []byte(schemaKey), binary.BigEndian.AppendUint64(nil, layout))
+	})
+	return layout, err
+}
+
+// upgradeLayout brings a store of layout from (0: new, or version 1) to
+// autoVersion — or, for a new store, nothing in it yet, to the newest
+// layout (see schemaVersion) — and sets *layout to the one it is at.
+func upgradeLayout(t *txn, from uint64, layout *uint64) error {
+	*layout = autoVersion
+	if from == 0 && isEmpty(t.tx) {
+		*layout = schemaVersion
+	}
+	if from < 3 {
+		if err := upgradeIndexes(t); err != nil {
+			return err
+		}
+	}
+	if from < 4 {
+		// Layout 4 on holds a tree already: its leaves are no
+		// chain records.
+		if err := upgradeLog(t); err != nil {
+			return err
+		}
+	}
+	if from < 5 {
+		if err := backfillGrantIndex(t); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// isEmpty reports whether tx's store holds nothing switchboard wrote: no
+// persona, no todo, no event, and none of layout 1's tables.
+func isEmpty(tx store.Tx) bool {
+	for _, table := range []string{tPersonas, tTodos, tEvents, tGrants, v1Ready, v1ByQueue} {
+		found := false
+		if err := tx.Scan(table, nil, nil, func(_, _ []byte) bool { found = true; return false }); err != nil || found {
+			return false
+		}
+	}
+	return true
+}
+
+// UpgradeRecords brings a store from layout 7 to 8: from then on todo
+// records are written in the form V3 — checksummed (a damaged record is
+// ErrDamaged, never another todo) and laid out so that PostgreSQL logs an
+// update as the fields it changed. Run it once every process sharing the
+// store runs this version or a later one (which read V3); a process of an
+// older version then refuses the store (ErrNewerSchema), as for any newer
+// layout. Processes already running learn of it at their next Reap, and
+// write V2 until then; both forms are read. A new store starts at layout 8,
+// and upgrading one already there does nothing.
+func (s *Switchboard) UpgradeRecords(ctx context.Context) error {
+	err := s.st.Update(ctx, func(tx store.Tx) error {
+		b, err := tx.Get(tMeta, []byte(schemaKey))
+		if err != nil {
+			return fmt.Errorf("read the layout: %w", err)
+		}
+		if len(b) != 8 {
+			return fmt.Errorf("schema version is %d bytes", len(b))
+		}
+		switch v := binary.BigEndian.Uint64(b); {
+		case v == schemaVersion:
+			return nil
+		case v != autoVersion:
+			return fmt.Errorf("%w: layout %d, this version upgrades 7 to %d", ErrNewerSchema, v, schemaVersion)
+		}
 		return tx.Put(tMeta, []byte(schemaKey), binary.BigEndian.AppendUint64(nil, schemaVersion))
 	})
+	if err != nil {
+		return fmt.Errorf("switchboard: upgrade records: %w", err)
+	}
+	s.recordsV3.Store(true)
+	return nil
+}
+
+// readLayout reads the store's layout into s.recordsV3 (Reap calls it, so
+// a process learns of UpgradeRecords run elsewhere).
+func (s *Switchboard) readLayout(t *txn) error {
+	b, err := t.tx.Get(tMeta, []byte(schemaKey))
+	if err != nil || len(b) != 8 {
+		return err
+	}
+	s.recordsV3.Store(binary.BigEndian.Uint64(b) >= schemaVersion)
+	return nil
 }
 
 // linkedKey marks a store whose replaced grants name the grants that

@@ -49,6 +49,9 @@ func (s *Switchboard) Reap(ctx context.Context) (ReapStats, error) {
 	var st ReapStats
 	err := s.update(ctx, func(t *txn) error {
 		st = ReapStats{}
+		if err := s.readLayout(t); err != nil { // UpgradeRecords run by another process
+			return err
+		}
 		now := timeKey(t.now)
 		var leases []string
 		err := t.scanPrefix(tIdx, string(idxLease), func(k, _ string) (bool, error) {

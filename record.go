@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"math"
 	"time"
 
@@ -34,6 +35,166 @@ const todoFormatV1 = 0x01
 // traceparent and tracestate. A todo without a trace context is still
 // written as V1 (two bytes fewer); both are read.
 const todoFormatV2 = 0x02
+
+// todoFormatV3 is the first byte of a todo record in the form laid out for
+// updates in place (written on stores at layout 8, read by every version
+// since): after it a CRC-32C (Castagnoli) of everything that follows, then
+// the fields a todo's life changes — state, attempts, times, lease token,
+// error, result, history — then those it is created with and keeps, the
+// payload last. PostgreSQL logs an update that stays on its page as the
+// bytes between the prefix and the suffix the two versions share, so an
+// update of this form logs about the changed fields only: the unchanged
+// suffix is every field a todo keeps. The checksum comes first so that it
+// spoils no shared suffix, and a record whose bytes changed underneath
+// (a flipped bit on a disk, a store written by hand) is ErrDamaged when
+// read, never a todo with another payload.
+const todoFormatV3 = 0x03
+
+// castagnoli is CRC-32C's table.
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// storedSize is about the length of r's stored form V3 (its fixed-size
+// fields at their longest, its strings and bytes as they are, an approval
+// guessed at), for a buffer that need not grow.
+func (r *todoRec) storedSize() int {
+	n := 128 + len(r.State) + len(r.LeaseToken) + len(r.Error) + len(r.Result) + len(r.ID) + len(r.Queue) +
+		len(r.QueueKey) + len(r.Kind) + len(r.Title) + len(r.DedupKey) + len(r.Origin.Agent) + len(r.Origin.Grant) +
+		len(r.Origin.Edge) + len(r.Origin.Human.Issuer) + len(r.Origin.Human.Subject) + len(r.Trace.Parent) +
+		len(r.Trace.State) + len(r.Payload)
+	for _, h := range r.History {
+		n += 48 + len(h.Agent) + len(h.Grant) + len(h.Outcome) + len(h.Reason)
+	}
+	if r.Approval != nil {
+		n += 512
+	}
+	return n
+}
+
+// appendStoredV3 appends r's stored form V3 to b.
+func (r todoRec) appendStoredV3(b []byte) ([]byte, error) {
+	start := len(b)
+	b = append(b, todoFormatV3, 0, 0, 0, 0)
+	// What a todo's life changes.
+	b = appendString(b, string(r.State))
+	b = binary.AppendVarint(b, int64(r.Attempts))
+	b = appendTime(b, r.AvailableAt)
+	b = appendTime(b, r.LeaseExpiresAt)
+	b = appendTime(b, r.UpdatedAt)
+	b = appendTime(b, r.EndedAt)
+	b = appendString(b, r.LeaseToken)
+	b = appendString(b, r.Error)
+	b = appendBytes(b, r.Result)
+	b = binary.AppendUvarint(b, uint64(len(r.History)))
+	for _, h := range r.History {
+		b = binary.AppendVarint(b, int64(h.N))
+		b = appendString(b, h.Agent)
+		b = appendString(b, h.Grant)
+		b = appendTime(b, h.ClaimedAt)
+		b = appendTime(b, h.EndedAt)
+		b = appendString(b, string(h.Outcome))
+		b = appendString(b, h.Reason)
+	}
+	// What it keeps.
+	b = appendString(b, r.ID)
+	b = appendString(b, r.Queue)
+	b = appendString(b, r.QueueKey)
+	b = binary.AppendUvarint(b, r.Seq)
+	b = appendString(b, r.Kind)
+	b = appendString(b, r.Title)
+	b = binary.AppendVarint(b, int64(r.Priority))
+	b = appendString(b, r.DedupKey)
+	b = binary.AppendVarint(b, int64(r.MaxAttempts))
+	b = appendString(b, r.Origin.Agent)
+	b = appendString(b, r.Origin.Grant)
+	b = appendString(b, r.Origin.Edge)
+	b = appendString(b, r.Origin.Human.Issuer)
+	b = appendString(b, r.Origin.Human.Subject)
+	b = appendTime(b, r.CreatedAt)
+	b = appendString(b, r.Trace.Parent)
+	b = appendString(b, r.Trace.State)
+	if r.Approval == nil {
+		b = append(b, 0)
+	} else {
+		a, err := json.Marshal(r.Approval)
+		if err != nil {
+			return nil, fmt.Errorf("encode approval: %w", err)
+		}
+		b = appendBytes(b, a)
+	}
+	b = appendBytes(b, r.Payload)
+	binary.BigEndian.PutUint32(b[start+1:], crc32.Checksum(b[start+5:], castagnoli))
+	return b, nil
+}
+
+// decodeV3 decodes a record of the form V3 (b without its format byte).
+func (r *todoRec) decodeV3(b []byte) error {
+	if len(b) < 4 {
+		return fmt.Errorf("%w: a V3 todo record of %d bytes", errRecord, len(b)+1)
+	}
+	if got, want := crc32.Checksum(b[4:], castagnoli), binary.BigEndian.Uint32(b); got != want {
+		return fmt.Errorf("%w: its CRC-32C is %08x, its bytes give %08x", ErrDamaged, want, got)
+	}
+	d := decoder{b: b[4:]}
+	var t todoRec
+	t.State = TodoState(d.string())
+	t.Attempts = d.int()
+	t.AvailableAt = d.time()
+	t.LeaseExpiresAt = d.time()
+	t.UpdatedAt = d.time()
+	t.EndedAt = d.time()
+	t.LeaseToken = d.string()
+	t.Error = d.string()
+	t.Result = d.bytes()
+	n := d.uint()
+	if n > maxHistory || n > uint64(len(d.b)) {
+		d.fail("history of %d attempts", n)
+	}
+	if n > 0 && d.err == nil {
+		t.History = make([]Attempt, n)
+		for i := range t.History {
+			h := &t.History[i]
+			h.N = d.int()
+			h.Agent = d.string()
+			h.Grant = d.string()
+			h.ClaimedAt = d.time()
+			h.EndedAt = d.time()
+			h.Outcome = Outcome(d.string())
+			h.Reason = d.string()
+		}
+	}
+	t.ID = d.string()
+	t.Queue = d.string()
+	t.QueueKey = d.string()
+	t.Seq = d.uint()
+	t.Kind = d.string()
+	t.Title = d.string()
+	t.Priority = d.int()
+	t.DedupKey = d.string()
+	t.MaxAttempts = d.int()
+	t.Origin.Agent = d.string()
+	t.Origin.Grant = d.string()
+	t.Origin.Edge = d.string()
+	t.Origin.Human.Issuer = d.string()
+	t.Origin.Human.Subject = d.string()
+	t.CreatedAt = d.time()
+	t.Trace.Parent = d.string()
+	t.Trace.State = d.string()
+	if a := d.bytes(); a != nil && d.err == nil {
+		t.Approval = new(Approval)
+		if err := json.Unmarshal(a, t.Approval); err != nil {
+			return fmt.Errorf("%w: approval: %w", errRecord, err)
+		}
+	}
+	t.Payload = d.bytes()
+	if d.err == nil && len(d.b) != 0 {
+		d.fail("%d bytes after the last field", len(d.b))
+	}
+	if d.err != nil {
+		return d.err
+	}
+	*r = t
+	return nil
+}
 
 // appendStored appends r's binary stored form to b.
 func (r todoRec) appendStored(b []byte) ([]byte, error) {
@@ -93,8 +254,11 @@ func (r todoRec) appendStored(b []byte) ([]byte, error) {
 	return b, nil
 }
 
-// loadStored decodes a todo record in either stored form.
+// loadStored decodes a todo record in any stored form.
 func (r *todoRec) loadStored(b []byte) error {
+	if len(b) > 0 && b[0] == todoFormatV3 {
+		return r.decodeV3(b[1:])
+	}
 	if len(b) > 0 && (b[0] == todoFormatV1 || b[0] == todoFormatV2) {
 		return r.decodeBinary(b[1:], b[0] == todoFormatV2)
 	}

@@ -90,4 +90,5 @@ var statusTable = []struct {
 	{context.Canceled, http.StatusServiceUnavailable, "canceled"},
 	{ErrAuditBroken, http.StatusInternalServerError, "audit_broken"},
 	{ErrNewerSchema, http.StatusInternalServerError, "newer_schema"},
+	{ErrDamaged, http.StatusInternalServerError, "damaged"},
 }

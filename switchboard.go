@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/mod/sumdb/note"
@@ -215,12 +216,13 @@ func orInt(p *int, v int) {
 // records live in the Store, so several Switchboard values (in one process
 // or several) may share one store. It is safe for concurrent use.
 type Switchboard struct {
-	st     store.Store
-	cfg    Config
-	now    func() time.Time
-	oidc   *verifier
-	limits Limits
-	dpop   DPoPConfig // Config.DPoP with its defaults
+	st        store.Store
+	recordsV3 atomic.Bool // the store's layout lets todo records be V3 (see UpgradeRecords)
+	cfg       Config
+	now       func() time.Time
+	oidc      *verifier
+	limits    Limits
+	dpop      DPoPConfig // Config.DPoP with its defaults
 	// proofHeaders are the DPoP proof headers checked so far.
 	proofHeaders proofHeaderCache
 	quotas       Quotas
@@ -348,10 +350,12 @@ func newSwitchboard(st store.Store, cfg *Config) (*Switchboard, error) {
 			local = true
 		}
 	}
-	if err := migrate(context.Background(), st, c.Clock.Now); err != nil {
+	layout, err := migrate(context.Background(), st, c.Clock.Now)
+	if err != nil {
 		return nil, fmt.Errorf("switchboard: open store: %w", err)
 	}
 	s := &Switchboard{st: st, cfg: c, now: c.Clock.Now, oidc: v, limits: l, dpop: dp, quotas: c.Quotas.withDefaults(), dirs: dirs, localDir: local}
+	s.recordsV3.Store(layout >= schemaVersion)
 	if c.LogKey != "" {
 		if s.logSigner, s.logVerifier, s.logVKey, err = logKeys(c.LogKey); err != nil {
 			return nil, err

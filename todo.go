@@ -253,17 +253,18 @@ func (t *txn) insertTodo(r todoRec, actor string, byGrant bool) (*todoRec, error
 	if r.AvailableAt.IsZero() {
 		r.AvailableAt = t.now
 	}
+	// A new id and seq: every key below is new.
 	if err := t.put(tTodos, r.ID, r); err != nil {
 		return nil, err
 	}
-	if err := t.enqueue(&r); err != nil {
+	if err := t.enqueueNew(&r); err != nil {
 		return nil, err
 	}
-	if err := t.putRaw(tIdx, idxKey(idxQueue, r.QueueKey, be64(seq)), r.ID); err != nil {
+	if err := t.putRawNew(tIdx, idxKey(idxQueue, r.QueueKey, be64(seq)), r.ID); err != nil {
 		return nil, err
 	}
 	if byGrant && r.Origin.Grant != "" {
-		if err := t.putRaw(tIdx, idxKey(idxGrant, r.Origin.Grant, be64(seq)), r.ID); err != nil {
+		if err := t.putRawNew(tIdx, idxKey(idxGrant, r.Origin.Grant, be64(seq)), r.ID); err != nil {
 			return nil, err
 		}
 	}
@@ -322,6 +323,14 @@ func (t *txn) enqueue(r *todoRec) error {
 		return t.putRaw(tIdx, delayedKey(r), r.ID)
 	}
 	return t.putRaw(tIdx, readyKey(r), r.ID)
+}
+
+// enqueueNew is enqueue for a todo just created: its index keys are new.
+func (t *txn) enqueueNew(r *todoRec) error {
+	if r.AvailableAt.After(t.now) {
+		return t.putRawNew(tIdx, delayedKey(r), r.ID)
+	}
+	return t.putRawNew(tIdx, readyKey(r), r.ID)
 }
 
 // maxPromote bounds how many delayed todos one claim moves to ready.
@@ -409,7 +418,7 @@ func (t *txn) endTodo(r *todoRec, state TodoState, how Outcome, actor, reason st
 	if err := t.put(tTodos, r.ID, r); err != nil {
 		return err
 	}
-	if err := t.putRaw(tIdx, endedKey(r), ""); err != nil {
+	if err := t.putRawNew(tIdx, endedKey(r), ""); err != nil { // a todo ends once (a redrive deletes it)
 		return err
 	}
 	typ, hook := EventTodoCompleted, WebhookTodoCompleted

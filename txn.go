@@ -70,6 +70,7 @@ type txn struct {
 	// from the store.
 	tree *treeCache
 
+	recordsV3    bool // write todo records in the form V3 (the store is at layout 8)
 	hooks        bool // webhooks are configured: outcomes queue deliveries
 	hookAttempts int  // a delivery's MaxAttempts
 
@@ -109,7 +110,7 @@ func (s *Switchboard) updateLocked(ctx context.Context, fn func(*txn) error) err
 func (s *Switchboard) updateWith(ctx context.Context, run func(context.Context, func(store.Tx) error) error, locking bool, fn func(*txn) error) error {
 	var last *txn // fn may run more than once; the last run is what committed
 	err := run(ctx, func(tx store.Tx) error {
-		last = &txn{tx: tx, now: s.now().UTC(), hot: &s.hot}
+		last = &txn{tx: tx, now: s.now().UTC(), hot: &s.hot, recordsV3: s.recordsV3.Load()}
 		if s.cfg.Webhooks != nil {
 			last.hooks, last.hookAttempts = true, s.cfg.Webhooks.MaxAttempts
 		}
@@ -252,11 +253,20 @@ type (
 	}
 )
 
+// decodeRecord decodes stored record b into v. A record that does not
+// decode — or, checksummed, does not match its checksum — is ErrDamaged:
+// this code wrote it whole, so its bytes changed underneath.
 func decodeRecord(b []byte, v any) error {
+	var err error
 	if r, ok := v.(loadedRecord); ok {
-		return r.loadStored(b)
+		err = r.loadStored(b)
+	} else {
+		err = json.Unmarshal(b, v)
 	}
-	return json.Unmarshal(b, v)
+	if err != nil && !errors.Is(err, ErrDamaged) {
+		return fmt.Errorf("%w: %w", ErrDamaged, err)
+	}
+	return err
 }
 
 // hotCache remembers the decoded form of hot records — grants, read by
@@ -334,25 +344,65 @@ func viewHot[T hotRecord[T]](t *txn, table, key, what string) (*T, error) {
 	return v, nil
 }
 
+// put writes record v under key in its stored form.
 func (t *txn) put(table string, key string, v any) error {
-	if r, ok := v.(binaryRecord); ok {
-		b, err := r.appendStored(nil)
-		if err != nil {
-			return fmt.Errorf("encode %s: %w", table, err)
-		}
-		return t.tx.Put(table, []byte(key), b)
-	}
-	if r, ok := v.(storedRecord); ok {
-		v = r.storedForm()
-	}
-	b, err := json.Marshal(v)
+	b, err := t.encode(table, v)
 	if err != nil {
-		return fmt.Errorf("encode %s: %w", table, err)
+		return err
 	}
 	return t.tx.Put(table, []byte(key), b)
 }
 
+// encode is record v's stored form: a todo in the form the store's layout
+// takes (see UpgradeRecords), another binary record in its own, the rest
+// as JSON.
+func (t *txn) encode(table string, v any) ([]byte, error) {
+	var b []byte
+	var err error
+	if r, ok := v.(todoRec); ok && t.recordsV3 {
+		b, err = r.appendStoredV3(make([]byte, 0, r.storedSize()))
+	} else if r, ok := v.(*todoRec); ok && t.recordsV3 {
+		b, err = r.appendStoredV3(make([]byte, 0, r.storedSize()))
+	} else if r, ok := v.(binaryRecord); ok {
+		b, err = r.appendStored(nil)
+	} else {
+		if r, ok := v.(storedRecord); ok {
+			v = r.storedForm()
+		}
+		b, err = json.Marshal(v)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("encode %s: %w", table, err)
+	}
+	return b, nil
+}
+
+// insertNew writes a row whose key is new — made of an id or a sequence
+// number this transaction drew, so in no committed row (one this
+// transaction deleted before is fine: the overlay takes that Insert as a
+// Put) — as an Insert where the store has one (store.Inserter): for
+// PostgreSQL an INSERT, with no look for a row to update first.
+func (t *txn) insertNew(table string, key, value []byte) error {
+	if ins, ok := t.tx.(store.Inserter); ok {
+		return ins.Insert(table, key, value)
+	}
+	return t.tx.Put(table, key, value)
+}
+
 func (t *txn) putRaw(table string, key string, v string) error {
+	t.noteReady(table, key)
+	return t.tx.Put(table, []byte(key), []byte(v))
+}
+
+// putRawNew is putRaw for a key that is new (see insertNew).
+func (t *txn) putRawNew(table string, key string, v string) error {
+	t.noteReady(table, key)
+	return t.insertNew(table, []byte(key), []byte(v))
+}
+
+// noteReady notes a ready index entry written: its queue's blocked claims
+// wake after commit.
+func (t *txn) noteReady(table, key string) {
 	if table == tIdx && len(key) > 0 && key[0] == idxReady {
 		// A ready todo: its queue's blocked claims wake after commit.
 		if i := strings.IndexByte(key, 0); i > 1 {
@@ -362,7 +412,6 @@ func (t *txn) putRaw(table string, key string, v string) error {
 			t.readied[key[1:i]] = true
 		}
 	}
-	return t.tx.Put(table, []byte(key), []byte(v))
 }
 
 func (t *txn) del(table string, key string) error {

@@ -4,6 +4,7 @@
 package switchboardtest
 
 import (
+	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -91,6 +92,21 @@ func ErrorCases(t testing.TB) []ErrorCase {
 	must(err)
 	add("ErrInvalidTransition", is(switchboard.ErrInvalidTransition), sb.Cancel(ctx, worker, td.ID, "no"))
 	add("ErrLeaseLost", is(switchboard.ErrLeaseLost), sb.Complete(ctx, worker, switchboard.Lease{TodoID: l.TodoID, Token: "lease_guess"}, nil))
+	// A bit flipped in the stored todo (the kit's store is new: layout 8,
+	// checksummed records).
+	damaged, _, err := sb.CreateFor(ctx, friend, "inbox", switchboard.NewTodo{Kind: "k"})
+	must(err)
+	must(k.Store.Update(ctx, func(tx store.Tx) error {
+		v, err := tx.Get("todos", []byte(damaged.ID))
+		if err != nil {
+			return err
+		}
+		v = bytes.Clone(v)
+		v[len(v)-1] ^= 1
+		return tx.Put("todos", []byte(damaged.ID), v)
+	}))
+	_, err = sb.Get(ctx, worker, damaged.ID)
+	add("ErrDamaged", is(switchboard.ErrDamaged), err)
 	_, err = sb.Publish(ctx, switchboard.Persona{ID: "bob-desk", Owner: k.Human("carol"), Card: switchboard.PersonaCard("x", "y", "1", "https://x.example/")})
 	add("ErrConflict", is(switchboard.ErrConflict), err)
 

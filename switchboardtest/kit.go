@@ -25,7 +25,7 @@ type Kit struct {
 	SB *switchboard.Switchboard
 	// Issuer is the local identity provider SB trusts.
 	Issuer *Issuer
-	// Store is SB's store (in memory).
+	// Store is SB's store (in memory, unless the kit came from NewKitOn).
 	Store store.Store
 
 	t     testing.TB
@@ -40,6 +40,16 @@ type Kit struct {
 // kit's issuer, everything else is used as given (a test clock, quotas…).
 func NewKit(t testing.TB, cfg *switchboard.Config) *Kit {
 	t.Helper()
+	st := memory.New()
+	t.Cleanup(func() { _ = st.Close() })
+	return NewKitOn(t, st, cfg)
+}
+
+// NewKitOn is NewKit on a store of the caller's — a bolt file, a
+// PostgreSQL database — which the caller closes. The Switchboard opened on
+// it is closed when the test ends.
+func NewKitOn(t testing.TB, st store.Store, cfg *switchboard.Config) *Kit {
+	t.Helper()
 	iss, err := NewIssuer("switchboardtest")
 	if err != nil {
 		t.Fatalf("switchboardtest: issuer: %v", err)
@@ -50,12 +60,11 @@ func NewKit(t testing.TB, cfg *switchboard.Config) *Kit {
 		c = *cfg
 	}
 	c.Issuers = []switchboard.Issuer{iss.Config()}
-	st := memory.New()
-	t.Cleanup(func() { _ = st.Close() })
 	sb, err := switchboard.New(st, &c)
 	if err != nil {
 		t.Fatalf("switchboardtest: new: %v", err)
 	}
+	t.Cleanup(func() { _ = sb.Close() })
 	return &Kit{SB: sb, Issuer: iss, Store: st, t: t, clock: c.Clock, owners: map[string]switchboard.Human{}}
 }
 

@@ -10,7 +10,7 @@
 //
 // Human-readable tables by default, --json for scripts. Exit status: 0 ok,
 // 1 an error, 2 bad usage, 3 the audit log does not verify, 4 a change
-// (redrive) to a bolt file another process holds. A bolt file a running host
+// (redrive, upgrade-records) to a bolt file another process holds. A bolt file a running host
 // holds is read through a consistent snapshot taken without any lock
 // (bolt.Snapshot), so the host is neither blocked nor touched.
 package main
@@ -204,6 +204,24 @@ func (a *app) commands() *cobra.Command {
 			return nil
 		}}
 
+	upgrade := &cobra.Command{Use: "upgrade-records", Short: "Move the store to layout 8 (checksummed todo records; run once every process sharing it runs this release)", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := a.open(cmd.Context()); err != nil {
+				return err
+			}
+			if a.snapshot != "" {
+				return &exitErr{exitLocked, fmt.Errorf("%s is held by another process: upgrade-records changes the store, so it needs the file itself (stop the host, or call UpgradeRecords in it)", a.db)}
+			}
+			if err := a.sb.UpgradeRecords(cmd.Context()); err != nil {
+				return err
+			}
+			if a.asJSON {
+				return a.json(map[string]int{"layout": 8})
+			}
+			fmt.Fprintln(a.out, "the store is at layout 8: todo records are written checksummed; a previous release now refuses it")
+			return nil
+		}}
+
 	var issuer, subject string
 	conns := &cobra.Command{Use: "connections", Short: "A human's live grants, both ways", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -328,7 +346,7 @@ func (a *app) commands() *cobra.Command {
 			return nil
 		}}
 
-	root.AddCommand(queues, todos, show, redrive, conns, audit, backup)
+	root.AddCommand(queues, todos, show, redrive, conns, audit, backup, upgrade)
 	return root
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	be "encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -271,4 +272,48 @@ func TestErrorLines(t *testing.T) {
 		require.Equal(t, c.Err.Error(), line, c.Name)
 	}
 	require.Equal(t, "switchboard: open x.db: no such file", errorLine(errors.New("open x.db: no such file")))
+}
+
+// upgrade-records moves a store written at layout 7 to 8, after which its
+// todo records are written checksummed; on a file a running host holds it
+// refuses (exit 4) and changes nothing.
+func TestUpgradeRecords(t *testing.T) {
+	bin := binary(t)
+	path := filepath.Join(t.TempDir(), "sb.db")
+	st, err := bolt.Open(path, nil)
+	require.NoError(t, err)
+	layout := func() uint64 {
+		var v uint64
+		require.NoError(t, st.View(ctx, func(tx store.Tx) error {
+			b, err := tx.Get("meta", []byte("schema"))
+			if err == nil {
+				v = be.BigEndian.Uint64(b)
+			}
+			return err
+		}))
+		return v
+	}
+	// A store as the release before wrote it: layout 7.
+	require.NoError(t, st.Update(ctx, func(tx store.Tx) error {
+		return tx.Put("meta", []byte("schema"), be.BigEndian.AppendUint64(nil, 7))
+	}))
+	fill(t, st)
+	require.Equal(t, uint64(7), layout())
+
+	out, errs, code := sbStreams(t, bin, "--db", path, "upgrade-records")
+	require.Equal(t, 4, code, "held by this test: %s %s", out, errs)
+	require.Contains(t, errs, "held by another process")
+	require.Equal(t, uint64(7), layout())
+	require.NoError(t, st.Close())
+
+	out, code = sb(t, bin, "--db", path, "upgrade-records")
+	require.Zero(t, code, out)
+	require.Contains(t, out, "layout 8")
+	st, err = bolt.Open(path, nil)
+	require.NoError(t, err)
+	defer st.Close()
+	require.Equal(t, uint64(8), layout())
+	out, code = sb(t, bin, "--db", path, "queues", "--json")
+	require.Zero(t, code, out)
+	require.Equal(t, switchboard.QueueStats{Queue: "bob-desk/inbox", Ready: 1, Done: 1, Dead: 1}, queuesOf(t, out)["bob-desk/inbox"], "the records written before read as before")
 }

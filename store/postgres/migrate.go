@@ -70,7 +70,31 @@ var migrations = []func(ctx context.Context, tx pgx.Tx, table string) error{
 		_, err = tx.Exec(ctx, `INSERT INTO `+t+` SELECT tbl, k, v FROM `+t+`_v2; DROP TABLE `+t+`_v2`)
 		return err
 	},
+	// 4: the fill factors of rewritten for the partitions that exist; pages filled before keep their rows until
+	// they are rewritten (VACUUM FULL, or the rows' own updates).
+	func(ctx context.Context, tx pgx.Tx, t string) error {
+		for name, fill := range rewritten {
+			if _, err := tx.Exec(ctx, `DO $$ BEGIN
+				IF to_regclass(`+quoteLiteral(partitionName(t, name))+`) IS NOT NULL THEN
+					ALTER TABLE `+partitionName(t, name)+` SET (fillfactor = `+fill+`);
+				END IF; END $$`); err != nil {
+				return err
+			}
+		}
+		return nil
+	},
 }
+
+// rewritten are the fill factors of the switchboard tables whose use is
+// known. A todo's record is rewritten in place twice — at its claim and at
+// its end — and the fields those change come first in it (the root's
+// todoFormatV3), so PostgreSQL logs each update as the bytes that changed
+// when the new version fits on the old one's page (a HOT update): half a
+// page free keeps about nine updates in ten there (measured with
+// store/postgres/bench, see docs/scaling.md), against one in two at 80.
+// The todo index's rows are inserted and deleted, never rewritten: its
+// pages are filled.
+var rewritten = map[string]string{"todos": "50", "todo_index": "100"}
 
 // partitionName is the PostgreSQL table holding switchboard table name's
 // rows: <Table>__<name> when name is a short lower-case identifier (all of
@@ -86,12 +110,15 @@ func partitionName(table, name string) string {
 // createPartition is the statement that creates the partition for
 // switchboard table name. Its fill factor leaves room on each page for a
 // record's next version, so updates (a todo changing state) stay on the
-// page and its index entry is untouched — unless its rows are written
+// page and its index entry is untouched: as rewritten says for the tables
+// it names; else a fifth of the page, unless the table's rows are written
 // once (writeOnce: the table is first written by Append or Insert alone,
 // as the audit log's are), whose pages are filled.
 func createPartition(table, name string, writeOnce bool) string {
 	fill := "80"
-	if writeOnce {
+	if f, ok := rewritten[name]; ok {
+		fill = f
+	} else if writeOnce {
 		fill = "100"
 	}
 	return `CREATE TABLE IF NOT EXISTS ` + partitionName(table, name) + ` PARTITION OF ` + table +

@@ -2,11 +2,19 @@ package postgres_test
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
+	"errors"
+	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/stretchr/testify/require"
 
@@ -14,6 +22,7 @@ import (
 	"github.com/switchboardhq/switchboard/store"
 	"github.com/switchboardhq/switchboard/store/bolt"
 	"github.com/switchboardhq/switchboard/store/postgres"
+	"github.com/switchboardhq/switchboard/switchboardtest"
 )
 
 // A PostgreSQL store holding a layout-3 log (a hash chain) upgrades as a
@@ -93,3 +102,219 @@ type fixedClock time.Time
 
 func (c fixedClock) Now() time.Time                         { return time.Time(c) }
 func (c fixedClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+
+// A store written by the release before layout 8 — testdata/layout7.sql,
+// a pg_dump of what testdata/layout7.gen.go.txt wrote at commit 6785764:
+// PostgreSQL layout 3, switchboard layout 7, todo records in the form V2
+// — opens and upgrades in place. Open sets the todos partition's fill
+// factor (PostgreSQL layout 4); New keeps switchboard's layout at 7, so
+// every record it writes is one the previous release reads, and processes
+// of both releases can share the store during a rolling upgrade; once
+// every process runs this release, UpgradeRecords moves the store to 8
+// (a previous release then refuses it: ErrNewerSchema, as for any newer
+// layout), from when records are written checksummed (V3) — by a process
+// that opened the store before the upgrade too, from its next Reap. Both
+// forms are read throughout.
+func TestUpgradeFromLayout7(t *testing.T) {
+	ctx := context.Background()
+	dsn := databaseFromFixture(t, filepath.Join("testdata", "layout7.sql"))
+	var fx struct {
+		Written time.Time              `json:"written"`
+		Friend  switchboard.Credential `json:"friend"`
+		Worker  switchboard.Credential `json:"worker"`
+		Lease   switchboard.Lease      `json:"lease"`
+		Events  []switchboard.Event    `json:"events"`
+	}
+	b, err := os.ReadFile(filepath.Join("testdata", "layout7.json"))
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(b, &fx))
+
+	conn, err := pgx.Connect(ctx, dsn)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	fill := func() string {
+		var opts []string
+		require.NoError(t, conn.QueryRow(ctx, `SELECT reloptions FROM pg_class WHERE relname = 'fixture_kv__todos'`).Scan(&opts))
+		return strings.Join(opts, ",")
+	}
+	require.Equal(t, "fillfactor=80", fill(), "as the fixture was written")
+
+	st := open(t, dsn, postgres.Options{Table: "fixture_kv"})
+	defer st.Close()
+	require.Equal(t, "fillfactor=50", fill(), "Open set the fill factor of the rewritten table")
+	var pgLayout int
+	require.NoError(t, conn.QueryRow(ctx, `SELECT version FROM fixture_kv_schema`).Scan(&pgLayout))
+	require.Equal(t, 4, pgLayout)
+
+	cfg := &switchboard.Config{Clock: fixedClock(fx.Written.Add(time.Minute))}
+	s1, err := switchboard.New(st, cfg)
+	require.NoError(t, err)
+	defer s1.Close()
+	s2, err := switchboard.New(st, cfg) // a second process, opened before the upgrade
+	require.NoError(t, err)
+	defer s2.Close()
+	layout := func() uint64 {
+		var v uint64
+		require.NoError(t, st.View(ctx, func(tx store.Tx) error {
+			b, err := tx.Get("meta", []byte("schema"))
+			if err == nil {
+				v = binary.BigEndian.Uint64(b)
+			}
+			return err
+		}))
+		return v
+	}
+	format := func(id string) byte {
+		var f byte
+		require.NoError(t, st.View(ctx, func(tx store.Tx) error {
+			b, err := tx.Get("todos", []byte(id))
+			if err == nil {
+				f = b[0]
+			}
+			return err
+		}))
+		return f
+	}
+	require.Equal(t, uint64(7), layout(), "New upgrades no layout a previous release cannot read")
+
+	evs, err := s1.Events(ctx, 0, 1000)
+	require.NoError(t, err)
+	require.Equal(t, fx.Events, evs, "the events, unchanged")
+	_, err = s1.VerifyAudit(ctx)
+	require.NoError(t, err)
+	titles := func(s *switchboard.Switchboard) []string {
+		all, err := s.List(ctx, fx.Worker, "inbox", nil)
+		require.NoError(t, err)
+		var out []string
+		for _, td := range all {
+			out = append(out, td.Title+":"+string(td.State))
+		}
+		return out
+	}
+	require.Equal(t, []string{"done:done", "leased:leased", "cancelled:cancelled", "delayed:queued", "queued:queued"}, titles(s1))
+
+	// Before the upgrade, what this release writes is V2.
+	before, _, err := s1.CreateFor(ctx, fx.Friend, "inbox", switchboard.NewTodo{Kind: "k", Title: "before"})
+	require.NoError(t, err)
+	require.Equal(t, byte(0x01), format(before.ID), "V2 without a trace context: what the previous release reads")
+	require.NoError(t, s1.Complete(ctx, fx.Worker, fx.Lease, nil), "a lease taken by the previous release completes")
+
+	require.NoError(t, s1.UpgradeRecords(ctx))
+	require.Equal(t, uint64(8), layout(), "a previous release now refuses the store")
+	require.NoError(t, s1.UpgradeRecords(ctx), "upgrading again does nothing")
+
+	after, _, err := s1.CreateFor(ctx, fx.Friend, "inbox", switchboard.NewTodo{Kind: "k", Title: "after"})
+	require.NoError(t, err)
+	require.Equal(t, byte(0x03), format(after.ID), "after the upgrade: V3, checksummed")
+	// The process opened before the upgrade writes V2 until its next Reap;
+	// each reads the other's.
+	mixed, _, err := s2.CreateFor(ctx, fx.Friend, "inbox", switchboard.NewTodo{Kind: "k", Title: "mixed"})
+	require.NoError(t, err)
+	require.Equal(t, byte(0x01), format(mixed.ID))
+	got, err := s2.Get(ctx, fx.Worker, after.ID)
+	require.NoError(t, err)
+	require.Equal(t, "after", got.Title)
+	got, err = s1.Get(ctx, fx.Worker, mixed.ID)
+	require.NoError(t, err)
+	require.Equal(t, "mixed", got.Title)
+	_, err = s2.Reap(ctx)
+	require.NoError(t, err)
+	later, _, err := s2.CreateFor(ctx, fx.Friend, "inbox", switchboard.NewTodo{Kind: "k", Title: "later"})
+	require.NoError(t, err)
+	require.Equal(t, byte(0x03), format(later.ID), "from its next Reap on, V3")
+
+	// Every todo, of either form, is worked to its end; the dedup key
+	// written by the previous release still matches.
+	again, created, err := s1.CreateFor(ctx, fx.Friend, "inbox", switchboard.NewTodo{Kind: "k", DedupKey: "d1"})
+	require.NoError(t, err)
+	require.False(t, created)
+	require.Equal(t, "queued", again.Title)
+	var done []string
+	for {
+		td, l, err := s1.Claim(ctx, fx.Worker, "inbox", nil)
+		if errors.Is(err, switchboard.ErrQueueEmpty) {
+			break
+		}
+		require.NoError(t, err)
+		require.Equal(t, byte(0x03), format(td.ID), "%s: rewritten as V3 by its claim", td.Title)
+		require.NoError(t, s1.Complete(ctx, fx.Worker, l, nil))
+		done = append(done, td.Title)
+	}
+	require.ElementsMatch(t, []string{"queued", "before", "after", "mixed", "later"}, done, "all but the delayed one, not due")
+	_, err = s1.VerifyAudit(ctx)
+	require.NoError(t, err)
+}
+
+// databaseFromFixture creates a database of its own for the test, loads
+// the SQL dump fixture into it, and returns its DSN; it is dropped when
+// the test ends.
+func databaseFromFixture(t *testing.T, fixture string) string {
+	t.Helper()
+	ctx := context.Background()
+	base := testDSN(t)
+	sql, err := os.ReadFile(fixture)
+	require.NoError(t, err)
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	name := "fixture_" + hex.EncodeToString(b)
+	admin, err := pgx.Connect(ctx, base)
+	require.NoError(t, err)
+	defer admin.Close(ctx)
+	_, err = admin.Exec(ctx, `CREATE DATABASE `+name)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		c, err := pgx.Connect(context.Background(), base)
+		if err != nil {
+			t.Logf("drop %s: %v", name, err)
+			return
+		}
+		defer c.Close(context.Background())
+		_, _ = c.Exec(context.Background(), `DROP DATABASE IF EXISTS `+name+` WITH (FORCE)`)
+	})
+	cfg, err := pgx.ParseConfig(base)
+	require.NoError(t, err)
+	cfg.Database = name
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	_, err = conn.Exec(ctx, string(sql)) // no arguments: the simple protocol, several statements
+	require.NoError(t, err)
+	return withDatabase(t, base, name)
+}
+
+// withDatabase is dsn with its database replaced by name.
+func withDatabase(t *testing.T, dsn, name string) string {
+	t.Helper()
+	if u, err := url.Parse(dsn); err == nil && (u.Scheme == "postgres" || u.Scheme == "postgresql") {
+		u.Path = "/" + name
+		return u.String()
+	}
+	return dsn + " dbname=" + name
+}
+
+// A new store's partitions are created with their fill factors: half the
+// page free for the todos, rewritten in place; the todo index (inserted
+// and deleted) and the audit log (appended) filled; the others at 80.
+func TestPartitionFillFactors(t *testing.T) {
+	ctx := context.Background()
+	dsn := testDSN(t)
+	table := freshTable(t, dsn)
+	st := open(t, dsn, postgres.Options{Table: table})
+	t.Cleanup(func() { _ = st.Close() }) // after the kit's Switchboard closes
+	k := switchboardtest.NewKitOn(t, st, nil)
+	k.Publish("bob", "bob-desk")
+	k.Publish("alice", "alice-bot")
+	_, friend := k.Friend("alice-bot", "bob-desk", switchboard.Scope{{Queue: "inbox", Verbs: []switchboard.Verb{switchboard.VerbCreateFor}}})
+	_, _, err := k.SB.CreateFor(ctx, friend, "inbox", switchboard.NewTodo{Kind: "k"})
+	require.NoError(t, err)
+	conn, err := pgx.Connect(ctx, dsn)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	for name, want := range map[string]string{"todos": "fillfactor=50", "todo_index": "fillfactor=100", "events": "fillfactor=100", "grants": "fillfactor=80"} {
+		var opts []string
+		require.Eventually(t, func() bool {
+			return conn.QueryRow(ctx, `SELECT reloptions FROM pg_class WHERE relname = $1`, table+"__"+name).Scan(&opts) == nil
+		}, 10*time.Second, 10*time.Millisecond, name)
+		require.Equal(t, want, strings.Join(opts, ","), name)
+	}
+}

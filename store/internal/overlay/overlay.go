@@ -90,9 +90,11 @@ func (t *Tx) Put(table string, key, value []byte) error {
 // (unlike the capabilities Exposed offers only when the base has them):
 // an Insert taken as a Put is a correct Insert. Two functions of one
 // group-commit batch that insert one key leave the last one's row, as
-// two Puts would.
+// two Puts would. An Insert of a key the overlay has written before — put
+// it, or deleted it (so the row may be in the base) — is a Put.
 func (t *Tx) Insert(table string, key, value []byte) error {
-	if err := t.Put(table, key, value); err != nil {
+	_, written := t.writes[table][string(key)]
+	if err := t.Put(table, key, value); err != nil || written {
 		return err
 	}
 	if t.inserted == nil {

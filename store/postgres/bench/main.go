@@ -55,6 +55,7 @@ import (
 	"maps"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"runtime/pprof"
 	"slices"
@@ -62,6 +63,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -85,6 +87,9 @@ var (
 	noRiver  = flag.Bool("switchboard-only", false, "skip River and the claim figures (for profiling)")
 	dsnFlag  = flag.String("dsn", os.Getenv("SWITCHBOARD_POSTGRES_DSN"), "PostgreSQL DSN (default $SWITCHBOARD_POSTGRES_DSN)")
 	pgStats  = flag.Bool("server-cost", true, "print what each lifecycle round cost the server per todo created and completed (commits, rows written, WAL bytes, server CPU); -server-cost=false skips it")
+	walFlag  = flag.Bool("wal", true, "with -server-cost: split each lifecycle round's WAL per todo by relation and record type (pg_walinspect, PostgreSQL 15+), and print the todos partition's HOT-update share")
+	walComp  = flag.String("wal-compression", "", "set the server's wal_compression for the run (off, on, pglz, lz4, zstd; empty: leave it)")
+	ckpts    = flag.Int("checkpoints", 0, "force this many CHECKPOINTs, evenly spaced, during each lifecycle round (the full-page images after a checkpoint are part of a long run's cost)")
 )
 
 const childEnv = "SWITCHBOARD_BENCH_CHILD"
@@ -149,7 +154,15 @@ func main() {
 		}
 		procs = append(procs, n)
 	}
-	fmt.Printf("PostgreSQL at %s; %d workers and %d creators in all; %s rounds\n\n", *dsnFlag, *workers, *workers, *dur)
+	if *walComp != "" {
+		restore := setWALCompression(*walComp)
+		defer restore()
+	}
+	fmt.Printf("PostgreSQL at %s; %d workers and %d creators in all; %s rounds", *dsnFlag, *workers, *workers, *dur)
+	if *ckpts > 0 {
+		fmt.Printf(", %d forced checkpoints in each", *ckpts)
+	}
+	fmt.Printf("; wal_compression %s\n\n", showSetting("wal_compression"))
 	fmt.Println("| figure | value | baseline (same run) | ratio | retried |")
 	fmt.Println("|---|---|---|---|---|")
 
@@ -183,6 +196,62 @@ func main() {
 	fmt.Printf("| lifecycle, %d+%d, bolt store, 1 process | %.0f/s | | | |\n", *workers, *workers, bolt)
 }
 
+// setWALCompression sets the server's wal_compression (ALTER SYSTEM, then
+// a reload) and returns what puts the server back as it was: the old value
+// if it had been set with ALTER SYSTEM, else the setting reset. An
+// interrupt (^C, SIGTERM) puts it back too before the bench exits.
+func setWALCompression(v string) func() {
+	conn, err := pgx.Connect(ctx, *dsnFlag)
+	must(err)
+	defer conn.Close(ctx)
+	var old, source string
+	must(conn.QueryRow(ctx, `SELECT setting, source FROM pg_settings WHERE name = 'wal_compression'`).Scan(&old, &source))
+	alter := func(stmt string) error {
+		conn, err := pgx.Connect(ctx, *dsnFlag)
+		if err != nil {
+			return err
+		}
+		defer conn.Close(ctx)
+		if _, err = conn.Exec(ctx, stmt); err != nil {
+			return err
+		}
+		_, err = conn.Exec(context.Background(), `SELECT pg_reload_conf()`)
+		return err
+	}
+	must(alter(`ALTER SYSTEM SET wal_compression = ` + pgx.Identifier{v}.Sanitize()))
+	var once sync.Once
+	restore := func() {
+		once.Do(func() {
+			stmt := `ALTER SYSTEM RESET wal_compression`
+			if source == "configuration file" {
+				stmt = `ALTER SYSTEM SET wal_compression = ` + pgx.Identifier{old}.Sanitize()
+			}
+			if err := alter(stmt); err != nil {
+				log.Printf("wal_compression not put back (%s by hand): %v", stmt, err)
+			}
+		})
+	}
+	beforeExit = restore
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-sig
+		restore()
+		os.Exit(1)
+	}()
+	return restore
+}
+
+// showSetting is a server setting's value, as a new connection sees it.
+func showSetting(name string) string {
+	conn, err := pgx.Connect(ctx, *dsnFlag)
+	must(err)
+	defer conn.Close(ctx)
+	var v string
+	must(conn.QueryRow(ctx, `SELECT current_setting($1)`, name).Scan(&v))
+	return v
+}
+
 // printLatencies prints a subscriber's delivery latencies, if any.
 func printLatencies(procs int, lat latencies) {
 	if len(lat.fromCommit) > 0 {
@@ -207,8 +276,13 @@ func printLatencies(procs int, lat latencies) {
 	}
 }
 
+// beforeExit runs before the bench exits on an error (must): it puts back
+// what the bench changed on the server.
+var beforeExit = func() {}
+
 func must(err error) {
 	if err != nil {
+		beforeExit()
 		log.Fatal(err)
 	}
 }
@@ -340,6 +414,22 @@ func spawn(j job, procs int) (done int64, elapsed time.Duration, stats postgres.
 				createLatency = append(createLatency, time.Duration(l))
 			}
 			mu.Unlock()
+		})
+	}
+	if *ckpts > 0 {
+		// Forced checkpoints, evenly spaced through the round: the
+		// full-page images each page's first change after one logs are
+		// part of what a long run costs.
+		wg.Go(func() {
+			conn, err := pgx.Connect(ctx, *dsnFlag)
+			must(err)
+			defer conn.Close(ctx)
+			step := j.Duration / time.Duration(*ckpts+1)
+			for i := 1; i <= *ckpts; i++ {
+				time.Sleep(time.Until(j.Start.Add(time.Duration(i) * step)))
+				_, err := conn.Exec(ctx, `CHECKPOINT`)
+				must(err)
+			}
 		})
 	}
 	wg.Wait()
@@ -502,7 +592,10 @@ func boltLifecycle() float64 {
 // cost is what the server has done so far: transactions committed, rows
 // written and WAL bytes, from pg_stat_database and the WAL position, and
 // the CPU seconds its processes used (negative: not readable here).
-type cost struct{ commits, rows, wal, cpu float64 }
+type cost struct {
+	commits, rows, wal, cpu float64
+	lsn                     string // the WAL position then
+}
 
 // serverCost reads the server's counters (zero without -server-cost).
 func serverCost() cost {
@@ -519,8 +612,8 @@ func serverCost() cost {
 	must(err)
 	var r cost
 	must(c.QueryRow(ctx, `SELECT xact_commit::float8, (tup_inserted+tup_updated+tup_deleted)::float8,
-		pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::float8
-		FROM pg_stat_database WHERE datname = current_database()`).Scan(&r.commits, &r.rows, &r.wal))
+		pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::float8, pg_current_wal_lsn()::text
+		FROM pg_stat_database WHERE datname = current_database()`).Scan(&r.commits, &r.rows, &r.wal, &r.lsn))
 	r.cpu = -1
 	var dir string
 	if c.QueryRow(ctx, `SELECT current_setting('data_directory')`).Scan(&dir) == nil {
@@ -592,6 +685,79 @@ func reportCost(who string, procs int, done int64, before cost) {
 	}
 	fmt.Fprintf(os.Stderr, "server cost, %s, %d process(es): %.2f commits, %.1f rows written, %.0f WAL bytes, %s per todo created and completed (%d todos)\n",
 		who, procs, (after.commits-before.commits)/n, (after.rows-before.rows)/n, (after.wal-before.wal)/n, cpu, done)
+	reportWAL(before.lsn, after.lsn, n)
+}
+
+// reportWAL prints, with -wal, the WAL written between two positions per
+// todo, split by the relation each record touches (its first block
+// reference; "-" for records that touch none: commits, and the like) and
+// by record type, largest first — with the share of full-page images.
+func reportWAL(from, to string, n float64) {
+	if !*walFlag || from == "" || to == "" {
+		return
+	}
+	c, err := pgx.Connect(ctx, *dsnFlag)
+	must(err)
+	defer c.Close(ctx)
+	if _, err := c.Exec(ctx, `CREATE EXTENSION IF NOT EXISTS pg_walinspect`); err != nil {
+		fmt.Fprintf(os.Stderr, "  (no WAL split: pg_walinspect: %v)\n", err)
+		return
+	}
+	rows, err := c.Query(ctx, `
+		SELECT coalesce(cl.relname, CASE WHEN r.rel IS NULL THEN '-' ELSE 'relfilenode ' || r.rel END) AS rel,
+		       r.resource_manager || '/' || r.record_type AS kind,
+		       count(*)::float8, sum(r.record_length)::float8, sum(r.fpi_length)::float8
+		FROM (SELECT resource_manager, record_type, record_length, fpi_length,
+		             substring(block_ref from 'rel \d+/\d+/(\d+)') AS rel
+		      FROM pg_get_wal_records_info($1::pg_lsn, $2::pg_lsn)) r
+		LEFT JOIN pg_class cl ON cl.relfilenode::text = r.rel
+		GROUP BY 1, 2 ORDER BY 4 DESC`, from, to)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "  (no WAL split: %v)\n", err)
+		return
+	}
+	defer rows.Close()
+	type line struct {
+		rel, kind            string
+		count, bytes, fpiLen float64
+	}
+	var lines []line
+	byRel := map[string]float64{}
+	var total float64
+	for rows.Next() {
+		var l line
+		must(rows.Scan(&l.rel, &l.kind, &l.count, &l.bytes, &l.fpiLen))
+		// River's and switchboard's tables live in per-run schemas and
+		// partitions: name them by what they are.
+		l.rel = relKind(l.rel)
+		lines = append(lines, l)
+		byRel[l.rel] += l.bytes
+		total += l.bytes
+	}
+	must(rows.Err())
+	fmt.Fprintf(os.Stderr, "  WAL per todo by relation (record bytes, of which full-page images), %.0f in all:\n", total/n)
+	rels := slices.Collect(maps.Keys(byRel))
+	slices.SortFunc(rels, func(a, b string) int { return int(byRel[b] - byRel[a]) })
+	for _, rel := range rels {
+		if byRel[rel]/n < 10 {
+			continue
+		}
+		fmt.Fprintf(os.Stderr, "    %-30s %6.0f B\n", rel, byRel[rel]/n)
+		for _, l := range lines {
+			if l.rel == rel && l.bytes/n >= 5 {
+				fmt.Fprintf(os.Stderr, "        %-26s %6.0f B  %5.2f records  %6.0f B FPI\n", l.kind, l.bytes/n, l.count/n, l.fpiLen/n)
+			}
+		}
+	}
+}
+
+// relKind names a relation of a run by its role: a switchboard partition
+// by the table it holds ("todos", "todos_pkey"), River's by its own name.
+func relKind(rel string) string {
+	if i := strings.Index(rel, "__"); i >= 0 && strings.HasPrefix(rel, "bench_") {
+		return rel[i+2:] // bench_<pid>_<n>__todos, __todos_pkey
+	}
+	return rel
 }
 
 // reportTables prints, with -server-cost, the rows written per completed
@@ -603,17 +769,21 @@ func reportTables(table string, done int64) {
 	c, err := pgx.Connect(ctx, *dsnFlag)
 	must(err)
 	defer c.Close(ctx)
-	rows, err := c.Query(ctx, `SELECT relname, n_tup_ins, n_tup_upd, n_tup_del, coalesce(seq_tup_read,0), coalesce(idx_tup_fetch,0) FROM pg_stat_user_tables
+	rows, err := c.Query(ctx, `SELECT relname, n_tup_ins, n_tup_upd, n_tup_hot_upd, n_tup_del, coalesce(seq_tup_read,0), coalesce(idx_tup_fetch,0) FROM pg_stat_user_tables
 		WHERE relname LIKE $1 ORDER BY n_tup_ins+n_tup_upd+n_tup_del DESC`, table+"\\_\\_%")
 	must(err)
 	defer rows.Close()
 	for rows.Next() {
 		var name string
-		var ins, upd, del, seqRead, idxFetch int64
-		must(rows.Scan(&name, &ins, &upd, &del, &seqRead, &idxFetch))
+		var ins, upd, hot, del, seqRead, idxFetch int64
+		must(rows.Scan(&name, &ins, &upd, &hot, &del, &seqRead, &idxFetch))
 		n := float64(done)
-		fmt.Fprintf(os.Stderr, "  %-28s inserted %.2f updated %.2f deleted %.2f, read %.1f rows by sequential scans and %.1f by index per todo\n",
-			strings.TrimPrefix(name, table+"__"), float64(ins)/n, float64(upd)/n, float64(del)/n, float64(seqRead)/n, float64(idxFetch)/n)
+		hotShare := ""
+		if upd > 0 {
+			hotShare = fmt.Sprintf(" (%.0f%% HOT)", 100*float64(hot)/float64(upd))
+		}
+		fmt.Fprintf(os.Stderr, "  %-28s inserted %.2f updated %.2f%s deleted %.2f, read %.1f rows by sequential scans and %.1f by index per todo\n",
+			strings.TrimPrefix(name, table+"__"), float64(ins)/n, float64(upd)/n, hotShare, float64(del)/n, float64(seqRead)/n, float64(idxFetch)/n)
 	}
 	must(rows.Err())
 }
