@@ -1,6 +1,8 @@
 package switchboard_test
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"testing"
@@ -218,4 +220,45 @@ func BenchmarkDPoP(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkWork measures Work per todo over a queue of pre-created todos
+// (memory store, one handler at a time), with a Handler that decodes the
+// payload and encodes the result itself ("handler") and with the same work
+// registered by kind ("kinds"): the difference is what dispatch by kind
+// costs.
+func BenchmarkWork(b *testing.B) {
+	payload := []byte(`{"invoice":"INV-1","amount":12}`)
+	run := func(b *testing.B, hd sb.Handler) {
+		st := memory.New()
+		defer st.Close()
+		h := newHarness(b, st)
+		friend, w, _ := queueSetup(b, h)
+		for i := 0; i < b.N; i++ {
+			if _, _, err := h.sb.CreateFor(ctx, friend, "inbox", sb.NewTodo{Kind: "invoice.review", Payload: payload}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ResetTimer()
+		if err := h.sb.Work(ctx, w, "inbox", hd, &sb.WorkOptions{UntilEmpty: true}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	review := func(in reviewIn) reviewOut { return reviewOut{Approved: in.Amount < 1000, Note: in.Invoice} }
+	b.Run("handler", func(b *testing.B) {
+		run(b, func(_ context.Context, t sb.Todo) ([]byte, error) {
+			in, err := sb.PayloadOf[reviewIn](t)
+			if err != nil {
+				return nil, err
+			}
+			return json.Marshal(review(in))
+		})
+	})
+	b.Run("kinds", func(b *testing.B) {
+		var kinds sb.Kinds
+		sb.HandleKind(&kinds, "invoice.review", func(_ context.Context, _ sb.Todo, in reviewIn) (reviewOut, error) {
+			return review(in), nil
+		})
+		run(b, kinds.Handler())
+	})
 }

@@ -59,6 +59,15 @@ var (
 	ErrRateLimited = errors.New("rate limited")
 	// ErrQueueEmpty: Claim found no ready todo.
 	ErrQueueEmpty = errors.New("queue empty")
+	// ErrUnknownLogKey: the log's checkpoint is signed by a key that is
+	// neither Config.LogKey nor one of Config.PreviousLogKeys — most often
+	// a program that made a new log key on its second run instead of
+	// keeping the first. Errors carrying it are *AuditError and match
+	// ErrAuditBroken too: nothing is signed until it is resolved.
+	ErrUnknownLogKey = errors.New("checkpoint signed by an unknown key")
+	// ErrUnknownKind: a Kinds handler was given a todo of a kind nothing
+	// is registered for; the attempt fails (see Kinds for the rule).
+	ErrUnknownKind = errors.New("no handler for the todo's kind")
 	// ErrDamaged: a stored record does not decode, or its bytes do not
 	// match the checksum stored with them (todo records carry a CRC-32C
 	// from layout 8 on): they changed underneath the store — a disk

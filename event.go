@@ -107,6 +107,10 @@ type AuditError struct {
 }
 
 func (e *AuditError) Error() string {
+	if errors.Is(e.Err, ErrUnknownLogKey) {
+		// Not damage the log's own bytes show: the key is the question.
+		return "audit log: " + e.Reason
+	}
 	if e.Seq == 0 {
 		return fmt.Sprintf("%v: %s", ErrAuditBroken, e.Reason)
 	}
@@ -324,7 +328,7 @@ func (s *Switchboard) verifyAudit(ctx context.Context, t *txn, opts VerifyOption
 			cp, err = openCheckpoint(b, nil)
 		}
 		if err != nil {
-			return rep, &AuditError{Reason: fmt.Sprintf("the stored checkpoint: %v", err)}
+			return rep, checkpointErr("the stored checkpoint", 0, err)
 		}
 		if cp.Size < st.Purged {
 			// Retention never purges past the stored checkpoint (it is
@@ -342,7 +346,7 @@ func (s *Switchboard) verifyAudit(ctx context.Context, t *txn, opts VerifyOption
 		if s.logVerifier != nil {
 			var err error
 			if cp, _, err = openCheckpointWith(cp.Note, s.logVerifiers); err != nil {
-				return rep, &AuditError{Reason: fmt.Sprintf("kept checkpoint %d: %v", i, err)}
+				return rep, checkpointErr(fmt.Sprintf("kept checkpoint %d", i), 0, err)
 			}
 		}
 		if err := check(cp, fmt.Sprintf("kept checkpoint %d", i)); err != nil {

@@ -382,12 +382,20 @@ func Example_tour() {
 	// 6. Work flows as durable, deduplicated todos.
 	todo, _, _ := sb.CreateFor(ctx, credential, "invoices", switchboard.NewTodo{Kind: "invoice.pay", DedupKey: "inv-118", Payload: []byte(`{"cents":12900}`)})
 
-	// 7. Bob vends his own worker a credential and drains the queue.
+	// 7. Bob vends his own worker a credential; it drains the queue with a
+	// typed handler per kind.
 	_, worker, _ := sb.Vend(ctx, bob, switchboard.VendRequest{Agent: "bob-desk",
-		Scope: switchboard.Scope{{Queue: "invoices", Verbs: []switchboard.Verb{switchboard.VerbClaim, switchboard.VerbHeartbeat, switchboard.VerbComplete, switchboard.VerbFail}}}})
-	sb.Work(ctx, worker, "invoices", func(ctx context.Context, t switchboard.Todo) ([]byte, error) {
-		return []byte(`{"paid":true}`), nil
-	}, &switchboard.WorkOptions{UntilEmpty: true})
+		Scope: switchboard.Scope{{Queue: "invoices", Verbs: []switchboard.Verb{switchboard.VerbClaim, switchboard.VerbHeartbeat, switchboard.VerbComplete, switchboard.VerbFail, switchboard.VerbGet}}}})
+	type payment struct {
+		Cents int `json:"cents"`
+	}
+	var kinds switchboard.Kinds
+	switchboard.HandleKind(&kinds, "invoice.pay", func(ctx context.Context, t switchboard.Todo, in payment) (string, error) {
+		return fmt.Sprintf("paid %d cents", in.Cents), nil
+	})
+	sb.Work(ctx, worker, "invoices", kinds.Handler(), &switchboard.WorkOptions{UntilEmpty: true})
+	done, _ := sb.Get(ctx, worker, todo.ID)
+	fmt.Println(done.State, string(done.Result))
 
 	// 8. Either human revokes at once; the next call fails.
 	sb.Revoke(ctx, bob, grant.ID)
@@ -395,6 +403,7 @@ func Example_tour() {
 	fmt.Println(todo.Kind, errors.Is(err, switchboard.ErrUnauthenticated))
 	// Output:
 	// queue "invoices": create todos; read the todos it created or claimed
+	// done "paid 12900 cents"
 	// invoice.pay true
 }
 
@@ -435,6 +444,82 @@ func ExampleVerifyWebhook() {
 	// msg_1: {"type":"todo.completed","timestamp":"2026-12-05T08:00:00Z","data":{"todo":{"id":"todo_1"}}}
 	// 204
 	// 204
+}
+
+// A Go agent receives the outcomes of the todos it handed over with
+// ReceiveWebhook: the check and the decoding in one call, then the todo as
+// the agent sees it, deduplicated on the delivery's ID.
+func ExampleReceiveWebhook() {
+	secret := "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw" // what RegisterWebhook returned
+	seen := map[string]bool{}
+	receive := func(w http.ResponseWriter, r *http.Request) {
+		d, err := switchboard.ReceiveWebhook(r, secret, time.Now())
+		if err != nil {
+			http.Error(w, "bad delivery", http.StatusUnauthorized)
+			return
+		}
+		if !seen[d.ID] { // at least once: handle each delivery once
+			seen[d.ID] = true
+			fmt.Println(d.Type, d.Todo.ID, string(d.Todo.Result))
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}
+
+	// A delivery as switchboard sends it, twice, then a forged one.
+	body := []byte(`{"type":"todo.completed","timestamp":"2026-12-05T08:00:00Z","data":{"todo":{"id":"todo_1","state":"done","result":{"paid":true}}}}`)
+	sent := time.Now()
+	sig, _ := switchboard.SignWebhook(secret, "msg_1", sent, body)
+	for _, s := range []string{sig, sig, "v1,forged"} {
+		req := httptest.NewRequest(http.MethodPost, "/hooks", bytes.NewReader(body))
+		req.Header.Set("webhook-id", "msg_1")
+		req.Header.Set("webhook-timestamp", strconv.FormatInt(sent.Unix(), 10))
+		req.Header.Set("webhook-signature", s)
+		rec := httptest.NewRecorder()
+		receive(rec, req)
+		fmt.Println(rec.Code)
+	}
+	// Output:
+	// todo.completed todo_1 {"paid":true}
+	// 204
+	// 204
+	// 401
+}
+
+// A worker registers one handler per kind of todo, each with its own
+// payload and result types, and serves them all with the one Handler Work
+// takes (here called directly on todos, as Work would): a todo of a kind
+// with no handler fails its attempt.
+func ExampleHandleKind() {
+	type payment struct {
+		Number string `json:"number"`
+		Cents  int    `json:"cents"`
+	}
+	type check struct {
+		Number string `json:"number"`
+	}
+	var kinds switchboard.Kinds
+	switchboard.HandleKind(&kinds, "invoice.pay", func(ctx context.Context, t switchboard.Todo, p payment) (string, error) {
+		return fmt.Sprintf("paid %s: %d cents", p.Number, p.Cents), nil
+	})
+	switchboard.HandleKind(&kinds, "invoice.check", func(ctx context.Context, t switchboard.Todo, c check) (bool, error) {
+		return c.Number != "", nil
+	})
+	handle := kinds.Handler() // sb.Work(ctx, worker, "invoices", kinds.Handler(), nil)
+
+	for _, t := range []switchboard.Todo{
+		{ID: "todo_1", Kind: "invoice.pay", Payload: []byte(`{"number":"INV-7","cents":12900}`)},
+		{ID: "todo_2", Kind: "invoice.check", Payload: []byte(`{"number":"INV-8"}`)},
+		{ID: "todo_3", Kind: "invoice.check", Payload: []byte(`{"number":"INV-9","amount":1}`)},
+		{ID: "todo_4", Kind: "invoice.shred", Payload: []byte(`{}`)},
+	} {
+		result, err := handle(context.Background(), t)
+		fmt.Printf("%s %s: %s %v\n", t.ID, t.Kind, result, err)
+	}
+	// Output:
+	// todo_1 invoice.pay: "paid INV-7: 12900 cents" <nil>
+	// todo_2 invoice.check: true <nil>
+	// todo_3 invoice.check:  switchboard: payload: todo todo_3: invalid argument: JSON: json: unknown field "amount"
+	// todo_4 invoice.shred:  switchboard: todo todo_4: kind "invoice.shred": no handler for the todo's kind
 }
 
 // A host serving a grant bound to the agent's key: each request carries the

@@ -85,12 +85,7 @@ func (s *Switchboard) checkLog(t *txn, kept, seen *Checkpoint) (logView, error) 
 	default:
 		cp, current, err := openCheckpointWith(b, s.logVerifiers)
 		if err != nil {
-			hint := ""
-			var unknown *note.UnverifiedNoteError
-			if errors.As(err, &unknown) {
-				hint = " (no key this Switchboard knows signed it: was Config.LogKey changed? After a key rotation, list the old key in Config.PreviousLogKeys; see docs/audit-log.md)"
-			}
-			return v, &AuditError{Seq: seqOf(0), Reason: fmt.Sprintf("the stored checkpoint: %v%s", err, hint)}
+			return v, checkpointErr("the stored checkpoint", seqOf(0), err)
 		}
 		v.stored, v.has, v.current = cp, true, current
 		signed = append(signed, logAnchor{cp, "the stored checkpoint", "signed"})
@@ -482,7 +477,7 @@ func (s *Switchboard) storeCheckpoint(ctx context.Context, v logView, cp Checkpo
 			return err
 		default:
 			if cur, current, err = openCheckpointWith(b, s.logVerifiers); err != nil {
-				return &AuditError{Reason: fmt.Sprintf("the stored checkpoint: %v", err)}
+				return checkpointErr("the stored checkpoint", 0, err)
 			}
 			has = true
 		}
@@ -564,12 +559,7 @@ func (s *Switchboard) keptCheckpoint(ctx context.Context) (*Checkpoint, error) {
 	}
 	cp, _, err := openCheckpointWith(b, s.logVerifiers)
 	if err != nil {
-		hint := ""
-		var unknown *note.UnverifiedNoteError
-		if errors.As(err, &unknown) {
-			hint = " (no key this Switchboard knows signed it: was Config.LogKey changed? After a key rotation, list the old key in Config.PreviousLogKeys)"
-		}
-		return nil, &AuditError{Reason: fmt.Sprintf("the checkpoint kept outside the store: %v%s", err, hint)}
+		return nil, checkpointErr("the checkpoint kept outside the store", 0, err)
 	}
 	return &cp, nil
 }
@@ -611,4 +601,17 @@ func (s *Switchboard) purgeCap(t *txn, st *logState, kept *uint64) (uint64, erro
 		}
 	}
 	return limit, nil
+}
+
+// checkpointErr is the one way a checkpoint that does not open (see
+// openCheckpointWith) is reported, by every check of the log: which names
+// it. A checkpoint no configured key signed is ErrUnknownLogKey — most
+// often a program that made a new Config.LogKey instead of keeping its
+// own, and said so — and anything else damage at seq (0: no position).
+func checkpointErr(which string, seq uint64, err error) *AuditError {
+	var unknown *note.UnverifiedNoteError
+	if errors.As(err, &unknown) {
+		return &AuditError{Reason: which + " is signed by a key this Switchboard does not know: was Config.LogKey changed? Keep the log key as long as the store (after a rotation, list the old key in Config.PreviousLogKeys; docs/audit-log.md); if it was not changed, someone else signed it", Err: ErrUnknownLogKey}
+	}
+	return &AuditError{Seq: seq, Reason: fmt.Sprintf("%s: %v", which, err)}
 }

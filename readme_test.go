@@ -20,6 +20,7 @@ func TestReadmeCodeIsCompiled(t *testing.T) {
 	for _, l := range strings.Split(string(examples), "\n") {
 		have[strings.TrimSpace(l)] = true
 	}
+	require.Less(t, len(readme), 15_000, "the README stays a guide under 15 KB: detail goes to docs/")
 	blocks := strings.Split(string(readme), "```go\n")
 	require.Greater(t, len(blocks), 1, "the README has Go code")
 	for _, b := range blocks[1:] {

@@ -94,7 +94,7 @@ func TestStatusOfEverySentinel(t *testing.T) {
 		http int
 	}{
 		"ErrQueueEmpty": {sb.ErrQueueEmpty, 204}, "ErrClosed": {sb.ErrClosed, 503}, "store.ErrNotFound": {store.ErrNotFound, 500},
-		"ErrNoLogKey": {sb.ErrNoLogKey, 501}, "ErrNoWebhooks": {sb.ErrNoWebhooks, 501}, "ErrAuditBroken": {sb.ErrAuditBroken, 500}, "ErrNewerSchema": {sb.ErrNewerSchema, 500},
+		"ErrNoLogKey": {sb.ErrNoLogKey, 501}, "ErrNoWebhooks": {sb.ErrNoWebhooks, 501}, "ErrUnknownKind": {sb.ErrUnknownKind, 501}, "ErrUnknownLogKey": {sb.ErrUnknownLogKey, 500}, "ErrAuditBroken": {sb.ErrAuditBroken, 500}, "ErrNewerSchema": {sb.ErrNewerSchema, 500},
 		"ErrDamaged": {sb.ErrDamaged, 500}, "store.ErrReadOnly": {store.ErrReadOnly, 500}, "store.ErrEmptyKey": {store.ErrEmptyKey, 500},
 	}
 	for name, c := range other {

@@ -605,6 +605,92 @@ func verifyWebhook(secret string, h http.Header, body []byte, now time.Time, tol
 	return "", ErrWebhookSignature
 }
 
+// WebhookDelivery is one webhook delivery as a Go receiver gets it from
+// ReceiveWebhook (or ParseWebhook): checked against the webhook's secret,
+// then decoded. Its body on the wire is
+// {"type", "timestamp", "data": {"todo"}}, per Standard Webhooks.
+type WebhookDelivery struct {
+	// ID is the webhook-id header: the same on every attempt of one
+	// delivery, so the key to deduplicate on (deliveries are at least
+	// once).
+	ID string
+	// Type is what happened: WebhookTodoCompleted, WebhookTodoFailed,
+	// WebhookTodoDead, WebhookTodoCancelled or WebhookTodoCreated.
+	Type string
+	// Timestamp is when it happened (the commit that ended the todo),
+	// not when this attempt was sent.
+	Timestamp time.Time
+	// Todo is the todo as the webhook's agent sees it (Get through its
+	// grant), with its result once done: ResultOf decodes it.
+	Todo Todo
+}
+
+// maxWebhookBody bounds what ReceiveWebhook reads: far above what a
+// delivery of a todo holding the largest payload and result the default
+// Limits allow (base64 in JSON) takes.
+const maxWebhookBody = 8 << 20
+
+// ReceiveWebhook is a Go receiver's whole check of a delivery: it reads
+// r's body (at most 8 MiB), checks the webhook-id, webhook-timestamp
+// (within 5 minutes of now) and webhook-signature headers against it with
+// the webhook's secret, as VerifyWebhook does, and decodes it:
+//
+//	d, err := switchboard.ReceiveWebhook(r, secret, time.Now())
+//	if err != nil { http.Error(w, "bad delivery", http.StatusUnauthorized); return }
+//	// d.ID to deduplicate on, d.Type, d.Todo (switchboard.ResultOf[T](d.Todo))
+//
+// A body that fails the check is ErrWebhookSignature and is never decoded;
+// a signed body that does not decode as a delivery is ErrInvalidArgument.
+// Answer 2xx once the delivery is handled (or recorded to be): anything
+// else is retried with backoff.
+func ReceiveWebhook(r *http.Request, secret string, now time.Time) (WebhookDelivery, error) {
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxWebhookBody+1))
+	if err != nil {
+		return WebhookDelivery{}, fmt.Errorf("switchboard: receive webhook: reading the body: %w", err)
+	}
+	if len(body) > maxWebhookBody {
+		return WebhookDelivery{}, fmt.Errorf("switchboard: receive webhook: %w", invalid("body over %d bytes", maxWebhookBody))
+	}
+	d, err := parseWebhook(secret, r.Header, body, now, 0)
+	if err != nil {
+		return WebhookDelivery{}, fmt.Errorf("switchboard: receive webhook: %w", err)
+	}
+	return d, nil
+}
+
+// ParseWebhook is ReceiveWebhook for a body already read: VerifyWebhook's
+// check (tolerance 0 means 5 minutes), then the delivery decoded.
+func ParseWebhook(secret string, h http.Header, body []byte, now time.Time, tolerance time.Duration) (WebhookDelivery, error) {
+	d, err := parseWebhook(secret, h, body, now, tolerance)
+	if err != nil {
+		return WebhookDelivery{}, fmt.Errorf("switchboard: parse webhook: %w", err)
+	}
+	return d, nil
+}
+
+func parseWebhook(secret string, h http.Header, body []byte, now time.Time, tolerance time.Duration) (WebhookDelivery, error) {
+	id, err := verifyWebhook(secret, h, body, now, tolerance)
+	if err != nil {
+		return WebhookDelivery{}, err
+	}
+	// Decoded leniently (unknown members ignored): a receiver built
+	// against this release keeps working when a newer host adds fields.
+	var wire struct {
+		Type      string    `json:"type"`
+		Timestamp time.Time `json:"timestamp"`
+		Data      struct {
+			Todo *Todo `json:"todo"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal(body, &wire); err != nil {
+		return WebhookDelivery{}, invalid("delivery %s does not decode: %v", id, err)
+	}
+	if wire.Type == "" || wire.Data.Todo == nil {
+		return WebhookDelivery{}, invalid("delivery %s has no type or no todo", id)
+	}
+	return WebhookDelivery{ID: id, Type: wire.Type, Timestamp: wire.Timestamp, Todo: *wire.Data.Todo}, nil
+}
+
 // ---- delivery
 
 // systemGrant is whom the delivery runner claims as.

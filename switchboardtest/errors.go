@@ -84,6 +84,9 @@ func ErrorCases(t testing.TB) []ErrorCase {
 	add("ErrForbidden", is(switchboard.ErrForbidden), err)
 	_, _, err = sb.Claim(ctx, worker, "inbox", nil)
 	add("ErrQueueEmpty", is(switchboard.ErrQueueEmpty), err)
+	var kinds switchboard.Kinds
+	_, err = kinds.Handler()(ctx, switchboard.Todo{ID: "todo_of_no_kind", Kind: "nope"})
+	add("ErrUnknownKind", is(switchboard.ErrUnknownKind), err)
 	_, _, err = sb.CreateFor(ctx, friend, "inbox", switchboard.NewTodo{})
 	add("ErrInvalidArgument", is(switchboard.ErrInvalidArgument), err)
 	td, _, err := sb.CreateFor(ctx, friend, "inbox", switchboard.NewTodo{Kind: "k"})
@@ -207,6 +210,19 @@ func ErrorCases(t testing.TB) []ErrorCase {
 	_, err = ak.SB.Checkpoint(ctx)
 	add("ErrAuditBroken", is(switchboard.ErrAuditBroken), err)
 	add("*AuditError", func(err error) bool { var ae *switchboard.AuditError; return errors.As(err, &ae) }, err)
+
+	// A second run that made a new log key instead of keeping its own.
+	lk := NewKit(t, &switchboard.Config{LogKey: skey})
+	_, err = lk.SB.Checkpoint(ctx)
+	must(err)
+	otherKey, _, err := switchboard.NewLogKey("errors.example/log")
+	must(err)
+	must(lk.SB.Close())
+	second, err := switchboard.New(lk.Store, &switchboard.Config{LogKey: otherKey})
+	must(err)
+	_, err = second.Checkpoint(ctx)
+	add("ErrUnknownLogKey", is(switchboard.ErrUnknownLogKey), err)
+	must(second.Close())
 
 	// A store laid out by a newer version, and a closed Switchboard.
 	newer := memory.New()

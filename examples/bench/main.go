@@ -372,6 +372,74 @@ func (b *bench) webhook() {
 	addPaired(fmt.Sprintf("lifecycle with a webhook on every todo (%d delivered meanwhile)", delivered.Load()), v, "todos/s", "lifecycle without", base, ratio, "≥ 0.7×")
 	must(plainSt.Close())
 	must(hookSt.Close())
+	b.resultLatency()
+}
+
+// resultLatency measures how soon the agent that created a todo can know
+// its result, from the return of the worker's Complete, one todo at a
+// time on an idle bolt store: a webhook received and checked
+// (ReceiveWebhook), and a Subscribe of the queue's events (the host's
+// view). Polling with Get is the caller's interval, not measured.
+func (b *bench) resultLatency() {
+	const n = 300
+	arrived := make(chan string, n)
+	var secret atomic.Value
+	secret.Store("")
+	rcv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		d, err := switchboard.ReceiveWebhook(r, secret.Load().(string), time.Now())
+		if err != nil {
+			http.Error(w, "bad delivery", http.StatusUnauthorized)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+		arrived <- d.Todo.ID
+	}))
+	defer rcv.Close()
+	st := b.openBolt(nil)
+	defer func() { must(st.Close()) }()
+	s := newSetup(st, switchboard.Config{Webhooks: &switchboard.WebhookConfig{
+		Key: make([]byte, 32), Origins: []string{rcv.URL}, AllowHTTP: true, AllowPrivate: true}})
+	defer s.sb.Close()
+	_, sec, err := s.sb.RegisterWebhook(ctx, s.friend, rcv.URL+"/hook")
+	must(err)
+	secret.Store(sec)
+	rctx, stop := context.WithCancel(ctx)
+	defer stop()
+	ran := make(chan struct{})
+	go func() { defer close(ran); _ = s.sb.Run(rctx) }()
+	defer func() { stop(); <-ran }()
+	sub := s.sb.Subscribe(rctx, 0, &switchboard.EventFilter{Queue: switchboard.QueueAddress("bob-desk", "inbox"), Types: []switchboard.EventType{switchboard.EventTodoCompleted}})
+	defer sub.Close()
+	var hook, event []float64
+	for range n {
+		s.create(switchboard.NewTodo{})
+		td, l, err := s.sb.Claim(ctx, s.self, "inbox", nil)
+		must(err)
+		must(s.sb.Complete(ctx, s.self, l, nil))
+		t0 := time.Now()
+		gotHook, gotEvent := false, false
+		for !gotHook || !gotEvent {
+			select {
+			case id := <-arrived:
+				if id == td.ID {
+					hook = append(hook, float64(time.Since(t0).Microseconds()))
+					gotHook = true
+				}
+			case e, ok := <-sub.C:
+				if !ok {
+					must(sub.Err())
+				}
+				if e.Todo == td.ID {
+					event = append(event, float64(time.Since(t0).Microseconds()))
+					gotEvent = true
+				}
+			case <-time.After(10 * time.Second):
+				log.Fatalf("result of %s: no webhook or event in 10 s", td.ID)
+			}
+		}
+	}
+	add(fmt.Sprintf("Complete → webhook received and checked, p50 (p99 %.0f µs; %d todos, one at a time)", percentile(hook, 99), n), percentile(hook, 50), "µs", "", 0, "")
+	add(fmt.Sprintf("Complete → Subscribe event, p50 (p99 %.0f µs)", percentile(event, 99)), percentile(event, 50), "µs", "", 0, "")
 }
 
 // work runs Work with the given concurrency for d while creators

@@ -154,8 +154,17 @@ func main() {
 		}
 		procs = append(procs, n)
 	}
+	settings := map[string]string{}
 	if *walComp != "" {
-		restore := setWALCompression(*walComp)
+		settings["wal_compression"] = *walComp
+	}
+	if *ckpts > 0 && *walFlag && *pgStats {
+		// The WAL split by relation reads the round's WAL back after it:
+		// keep the segments the forced checkpoints would recycle.
+		settings["wal_keep_size"] = "16GB"
+	}
+	if len(settings) > 0 {
+		restore := setSystem(settings)
 		defer restore()
 	}
 	fmt.Printf("PostgreSQL at %s; %d workers and %d creators in all; %s rounds", *dsnFlag, *workers, *workers, *dur)
@@ -196,38 +205,46 @@ func main() {
 	fmt.Printf("| lifecycle, %d+%d, bolt store, 1 process | %.0f/s | | | |\n", *workers, *workers, bolt)
 }
 
-// setWALCompression sets the server's wal_compression (ALTER SYSTEM, then
-// a reload) and returns what puts the server back as it was: the old value
+// setSystem sets server settings for the run (ALTER SYSTEM, then a
+// reload) and returns what puts the server back as it was: each old value
 // if it had been set with ALTER SYSTEM, else the setting reset. An
-// interrupt (^C, SIGTERM) puts it back too before the bench exits.
-func setWALCompression(v string) func() {
-	conn, err := pgx.Connect(ctx, *dsnFlag)
-	must(err)
-	defer conn.Close(ctx)
-	var old, source string
-	must(conn.QueryRow(ctx, `SELECT setting, source FROM pg_settings WHERE name = 'wal_compression'`).Scan(&old, &source))
-	alter := func(stmt string) error {
+// interrupt (^C, SIGTERM) or a fatal error puts them back too before the
+// bench exits.
+func setSystem(settings map[string]string) func() {
+	alter := func(stmts ...string) error {
 		conn, err := pgx.Connect(ctx, *dsnFlag)
 		if err != nil {
 			return err
 		}
 		defer conn.Close(ctx)
-		if _, err = conn.Exec(ctx, stmt); err != nil {
-			return err
+		for _, stmt := range stmts {
+			if _, err = conn.Exec(ctx, stmt); err != nil {
+				return err
+			}
 		}
-		_, err = conn.Exec(context.Background(), `SELECT pg_reload_conf()`)
+		_, err = conn.Exec(ctx, `SELECT pg_reload_conf()`)
 		return err
 	}
-	must(alter(`ALTER SYSTEM SET wal_compression = ` + pgx.Identifier{v}.Sanitize()))
+	conn, err := pgx.Connect(ctx, *dsnFlag)
+	must(err)
+	defer conn.Close(ctx)
+	var set, undo []string
+	for _, name := range slices.Sorted(maps.Keys(settings)) {
+		var old, source string
+		must(conn.QueryRow(ctx, `SELECT setting, source FROM pg_settings WHERE name = $1`, name).Scan(&old, &source))
+		set = append(set, `ALTER SYSTEM SET `+pgx.Identifier{name}.Sanitize()+` = `+pgx.Identifier{settings[name]}.Sanitize())
+		if source == "configuration file" {
+			undo = append(undo, `ALTER SYSTEM SET `+pgx.Identifier{name}.Sanitize()+` = `+pgx.Identifier{old}.Sanitize())
+		} else {
+			undo = append(undo, `ALTER SYSTEM RESET `+pgx.Identifier{name}.Sanitize())
+		}
+	}
+	must(alter(set...))
 	var once sync.Once
 	restore := func() {
 		once.Do(func() {
-			stmt := `ALTER SYSTEM RESET wal_compression`
-			if source == "configuration file" {
-				stmt = `ALTER SYSTEM SET wal_compression = ` + pgx.Identifier{old}.Sanitize()
-			}
-			if err := alter(stmt); err != nil {
-				log.Printf("wal_compression not put back (%s by hand): %v", stmt, err)
+			if err := alter(undo...); err != nil {
+				log.Printf("server settings not put back (%s by hand): %v", strings.Join(undo, "; "), err)
 			}
 		})
 	}
