@@ -54,7 +54,7 @@ func ExampleSwitchboard_Request() {
 	// so the ID token it gets back proves Alice asked for exactly this
 	// request.
 	nonce := switchboard.RequestNonce(req)
-	req.IDToken = iss.Token("alice", "Alice Liddell", "alice@example.com", nonce, time.Now())
+	req.IDToken = iss.Token(switchboardtest.Login{Subject: "alice", Name: "Alice Liddell", Email: "alice@example.com", Nonce: nonce, At: time.Now()})
 	edge, _, err := sb.Request(ctx, req)
 	if err != nil {
 		log.Fatal(err)
@@ -366,7 +366,7 @@ func Example_tour() {
 	secret, pickup := switchboard.NewPickup()
 	req := switchboard.FriendRequest{From: "alice-bot", To: "bob-desk", Why: "I forward invoices", Pickup: pickup,
 		Scope: switchboard.Scope{{Queue: "invoices", Verbs: []switchboard.Verb{switchboard.VerbCreateFor, switchboard.VerbGet}}}}
-	req.IDToken = iss.Token("alice", "Alice", "alice@example.com", switchboard.RequestNonce(req), time.Now())
+	req.IDToken = iss.RequestToken("alice", req, time.Now()) // Alice's login, bound to this request by its nonce
 	edge, _, _ := sb.Request(ctx, req)
 
 	// 3. The approval waits in Bob's own approvals queue: who, why, what.

@@ -42,7 +42,7 @@ func newEvents(t testing.TB, h *harness, seq *uint64) bool {
 func FuzzIDToken(f *testing.F) {
 	h := newHarness(f, memory.New())
 	const nonce = "fuzz-login-nonce"
-	tok := h.iss.Token("alice", "Alice", "alice@example.com", nonce, h.clock.Now())
+	tok := h.iss.Token(switchboardtest.Login{Subject: "alice", Name: "Alice", Email: "alice@example.com", Nonce: nonce, At: h.clock.Now()})
 	want, err := h.sb.VerifyHuman(ctx, tok, nonce)
 	require.NoError(f, err)
 	f.Add(tok)

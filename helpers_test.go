@@ -146,8 +146,7 @@ func (h *harness) publish(owner switchboard.Human, id string, discoverable bool)
 
 // token mints a valid ID token for human bound to the request.
 func (h *harness) token(human switchboard.Human, from, to string, sc switchboard.Scope, why string) string {
-	return h.iss.Token(human.Subject, human.Subject+" Example", human.Subject+"@example.com",
-		nonce(from, to, sc, why), h.clock.Now())
+	return h.iss.Token(switchboardtest.Login{Subject: human.Subject, Name: human.Subject + " Example", Email: human.Subject + "@example.com", Nonce: nonce(from, to, sc, why), At: h.clock.Now()})
 }
 
 // testSecret is the pickup secret of every request the tests send;

@@ -186,7 +186,7 @@ func TestSecondIssuerAndStaticKeys(t *testing.T) {
 			id := "dana-bot-" + strings.TrimPrefix(is.ClientID, "switchboard-")
 			_, err = s2.Publish(ctx, sb.Persona{ID: id, Owner: owner, Card: card(id)})
 			require.NoError(t, err)
-			tok := is.Token("dana", "Dana", "", nonce(id, "bob-desk", inboxCreate, "hi"), h.clock.Now())
+			tok := is.Token(switchboardtest.Login{Subject: "dana", Name: "Dana", Nonce: nonce(id, "bob-desk", inboxCreate, "hi"), At: h.clock.Now()})
 			e, _, err := s2.Request(ctx, sb.FriendRequest{Pickup: testPickup, From: id, To: "bob-desk", Scope: inboxCreate, Why: "hi", IDToken: tok})
 			require.NoError(t, err, is.ClientID)
 			assert.Equal(t, is.URL(), e.Provenance.Issuer)
@@ -442,7 +442,7 @@ func TestFreshOnlyBinding(t *testing.T) {
 // login's nonce, and a token that proved a friend request is never a login.
 func TestVerifyHuman(t *testing.T) {
 	eachBackend(t, func(t *testing.T, h *harness) {
-		login := h.iss.Token("bob", "Bob", "bob@example.com", "login-nonce-123", h.clock.Now())
+		login := h.iss.Token(switchboardtest.Login{Subject: "bob", Name: "Bob", Email: "bob@example.com", Nonce: "login-nonce-123", At: h.clock.Now()})
 		before := lastSeq(t, h)
 		p, err := h.sb.VerifyHuman(ctx, login, "login-nonce-123")
 		require.NoError(t, err)
@@ -458,12 +458,12 @@ func TestVerifyHuman(t *testing.T) {
 		_, err = h.sb.VerifyHuman(ctx, login, "another-login")
 		require.ErrorIs(t, err, sb.ErrProvenance)
 		assert.Contains(t, err.Error(), "sign-in")
-		_, err = h.sb.VerifyHuman(ctx, h.iss.Token("bob", "Bob", "", "", h.clock.Now()), "login-nonce-123")
+		_, err = h.sb.VerifyHuman(ctx, h.iss.Token(switchboardtest.Login{Subject: "bob", Name: "Bob", At: h.clock.Now()}), "login-nonce-123")
 		require.ErrorIs(t, err, sb.ErrProvenance, "a token without a nonce is no login")
 		rogue, err := switchboardtest.NewIssuer("switchboard-test")
 		require.NoError(t, err)
 		defer rogue.Close()
-		_, err = h.sb.VerifyHuman(ctx, rogue.Token("bob", "Bob", "", "n", h.clock.Now()), "n")
+		_, err = h.sb.VerifyHuman(ctx, rogue.Token(switchboardtest.Login{Subject: "bob", Name: "Bob", Nonce: "n", At: h.clock.Now()}), "n")
 		require.ErrorIs(t, err, sb.ErrProvenance)
 		h.clock.Advance(2 * time.Hour)
 		_, err = h.sb.VerifyHuman(ctx, login, "login-nonce-123")
@@ -472,7 +472,7 @@ func TestVerifyHuman(t *testing.T) {
 		// The verified human drives the human-facing calls.
 		e, err := h.request(h.alice, "alice-bot", "bob-desk", inboxCreate, "hi")
 		require.NoError(t, err)
-		p, err = h.sb.VerifyHuman(ctx, h.iss.Token("bob", "Bob", "", "n2", h.clock.Now()), "n2")
+		p, err = h.sb.VerifyHuman(ctx, h.iss.Token(switchboardtest.Login{Subject: "bob", Name: "Bob", Nonce: "n2", At: h.clock.Now()}), "n2")
 		require.NoError(t, err)
 		_, err = h.sb.Approve(ctx, p.Human(), e.ID, nil)
 		require.NoError(t, err)

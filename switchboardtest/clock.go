@@ -7,7 +7,9 @@ import (
 
 // StepClock is a switchboard.Clock: the system clock moved forward by
 // Step, for a test that must see a lease, a grant or a rate limit's window
-// pass without waiting for it. After waits in real time.
+// pass without waiting for it. After waits in real time. The zero value
+// is ready to use (the system clock, not yet moved): pass a *StepClock as
+// Config.Clock and keep it to Step. It is safe for concurrent use.
 type StepClock struct {
 	mu     sync.Mutex
 	offset time.Duration

@@ -254,10 +254,25 @@ func signCompact(key jose.SigningKey, opts *jose.SignerOptions, payload []byte) 
 	return out
 }
 
-// Token is Sign(Claims(subject, nonce, now)) with a name and email set.
-func (is *Issuer) Token(subject, name, email, nonce string, now time.Time) string {
-	c := is.Claims(subject, nonce, now)
-	c.Name, c.Email = name, email
+// Login is a human signing in, as Issuer.Token mints it into an ID token.
+// Only Subject is required.
+type Login struct {
+	Subject string    // the human's subject at this issuer
+	Name    string    // the name claim; empty: left out
+	Email   string    // the email claim; empty: left out
+	Nonce   string    // the nonce the token is bound to: switchboard.RequestNonce of a friend request, or a login's
+	At      time.Time // when it is issued; zero: now
+}
+
+// Token is an ID token for l: Sign(Claims(l.Subject, l.Nonce, l.At)) with
+// l's name and email set.
+func (is *Issuer) Token(l Login) string {
+	at := l.At
+	if at.IsZero() {
+		at = time.Now()
+	}
+	c := is.Claims(l.Subject, l.Nonce, at)
+	c.Name, c.Email = l.Name, l.Email
 	return is.Sign(c)
 }
 
@@ -287,7 +302,7 @@ func (c Claims) JSON() string {
 // requesting agent's host gets back from its human's login. Set it as
 // r.IDToken before calling Request.
 func (is *Issuer) RequestToken(subject string, r switchboard.FriendRequest, now time.Time) string {
-	return is.Token(subject, "", "", switchboard.RequestNonce(r), now)
+	return is.Token(Login{Subject: subject, Nonce: switchboard.RequestNonce(r), At: now})
 }
 
 // Human is the switchboard.Human this issuer attests for subject.

@@ -15,8 +15,9 @@ import (
 	"github.com/switchboardhq/switchboard/store/memory"
 )
 
-// Kit is a Switchboard on the in-memory store whose only allow-listed
-// issuer is a local Issuer, with helpers that fail the test on error. Every
+// Kit is a Switchboard (on the in-memory store unless made with NewKitOn)
+// that trusts a local Issuer — and any other issuers its Config lists —
+// with helpers that fail the test on error. Every
 // helper goes through the public API exactly as a host would: friend
 // requests carry real request-bound ID tokens and pickup verifiers, and
 // credentials are collected by the requesting side.
@@ -31,13 +32,16 @@ type Kit struct {
 	t     testing.TB
 	clock switchboard.Clock
 
-	mu     sync.Mutex
-	owners map[string]switchboard.Human // persona id → owner, for personas published here
+	mu      sync.Mutex
+	owners  map[string]switchboard.Human // persona id → owner, for personas published here or named with Own
+	issuers map[string]*Issuer           // issuer URL → the issuer that mints its humans' tokens
 }
 
 // NewKit starts an Issuer and a Switchboard on a new in-memory store, both
-// closed when the test ends. cfg may be nil; its Issuers are replaced by the
-// kit's issuer, everything else is used as given (a test clock, quotas…).
+// closed when the test ends. cfg may be nil; the kit's issuer is added to
+// its Issuers (a test of two organisations lists the other's issuer there
+// and hands it to UseIssuer), everything else is used as given (a test
+// clock, quotas…).
 func NewKit(t testing.TB, cfg *switchboard.Config) *Kit {
 	t.Helper()
 	st := memory.New()
@@ -59,13 +63,33 @@ func NewKitOn(t testing.TB, st store.Store, cfg *switchboard.Config) *Kit {
 	if cfg != nil {
 		c = *cfg
 	}
-	c.Issuers = []switchboard.Issuer{iss.Config()}
+	c.Issuers = append(append([]switchboard.Issuer(nil), c.Issuers...), iss.Config())
 	sb, err := switchboard.New(st, &c)
 	if err != nil {
 		t.Fatalf("switchboardtest: new: %v", err)
 	}
 	t.Cleanup(func() { _ = sb.Close() })
-	return &Kit{SB: sb, Issuer: iss, Store: st, t: t, clock: c.Clock, owners: map[string]switchboard.Human{}}
+	return &Kit{SB: sb, Issuer: iss, Store: st, t: t, clock: c.Clock,
+		owners: map[string]switchboard.Human{}, issuers: map[string]*Issuer{iss.URL(): iss}}
+}
+
+// UseIssuer lets the kit mint ID tokens with iss for the humans it
+// attests (iss.Human), so Request and Friend work for personas they own —
+// a second organisation's. The Switchboard must trust iss: list
+// iss.Config() in the Config the kit was made with.
+func (k *Kit) UseIssuer(iss *Issuer) {
+	k.mu.Lock()
+	k.issuers[iss.URL()] = iss
+	k.mu.Unlock()
+}
+
+// Own tells the kit that persona id, published some other way than
+// through the kit, is owner's, so Request, Friend and Worker can act for
+// it.
+func (k *Kit) Own(id string, owner switchboard.Human) {
+	k.mu.Lock()
+	k.owners[id] = owner
+	k.mu.Unlock()
 }
 
 func (k *Kit) now() time.Time {
@@ -82,16 +106,23 @@ func (k *Kit) Human(subject string) switchboard.Human { return k.Issuer.Human(su
 // subject of the kit's issuer) with a minimal valid card.
 func (k *Kit) Publish(owner, id string) switchboard.Persona {
 	k.t.Helper()
-	p, err := k.SB.Publish(context.Background(), switchboard.Persona{
+	return k.PublishPersona(switchboard.Persona{
 		ID: id, Owner: k.Human(owner), Discoverable: true,
 		Card: switchboard.PersonaCard(id, "test persona "+id, "1.0.0", "https://switchboardtest.invalid/agents/"+id),
 	})
+}
+
+// PublishPersona publishes p as given — its own card (skills, tags,
+// security schemes), its owner (a human of any issuer the Switchboard
+// trusts), its options — and remembers its owner for Request, Friend and
+// Worker.
+func (k *Kit) PublishPersona(p switchboard.Persona) switchboard.Persona {
+	k.t.Helper()
+	p, err := k.SB.Publish(context.Background(), p)
 	if err != nil {
-		k.t.Fatalf("switchboardtest: publish %s: %v", id, err)
+		k.t.Fatalf("switchboardtest: publish %s: %v", p.ID, err)
 	}
-	k.mu.Lock()
-	k.owners[id] = p.Owner
-	k.mu.Unlock()
+	k.Own(p.ID, p.Owner)
 	return p
 }
 
@@ -101,9 +132,21 @@ func (k *Kit) owner(id string) switchboard.Human {
 	h, ok := k.owners[id]
 	k.mu.Unlock()
 	if !ok {
-		k.t.Fatalf("switchboardtest: persona %s was not published through this kit", id)
+		k.t.Fatalf("switchboardtest: persona %s: the kit does not know its owner (a Switchboard tells nobody whose a persona is): publish it with Kit.Publish or Kit.PublishPersona, or name its owner with Kit.Own", id)
 	}
 	return h
+}
+
+// issuerOf is the issuer that mints h's tokens.
+func (k *Kit) issuerOf(h switchboard.Human) *Issuer {
+	k.t.Helper()
+	k.mu.Lock()
+	iss, ok := k.issuers[h.Issuer]
+	k.mu.Unlock()
+	if !ok {
+		k.t.Fatalf("switchboardtest: no issuer for %s of %s: hand the kit that issuer with Kit.UseIssuer", h.Subject, h.Issuer)
+	}
+	return iss
 }
 
 // Request sends a friend request from persona from to persona to, proven by
@@ -114,7 +157,7 @@ func (k *Kit) Request(from, to string, scope switchboard.Scope, why string) (edg
 	owner := k.owner(from)
 	secret, verifier := switchboard.NewPickup()
 	r := switchboard.FriendRequest{From: from, To: to, Scope: scope, Why: why, Pickup: verifier}
-	r.IDToken = k.Issuer.RequestToken(owner.Subject, r, k.now())
+	r.IDToken = k.issuerOf(owner).RequestToken(owner.Subject, r, k.now())
 	e, _, err := k.SB.Request(context.Background(), r)
 	if err != nil {
 		k.t.Fatalf("switchboardtest: request %s → %s: %v", from, to, err)

@@ -653,7 +653,7 @@ func (b *bench) token() {
 		_, pickup := switchboard.NewPickup()
 		reqs[i] = switchboard.FriendRequest{From: from, To: to, Scope: scope, Why: "bench", Pickup: pickup}
 		reqs[i].IDToken = s.iss.RequestToken(fmt.Sprintf("u%d", i), reqs[i], s.clock.Now())
-		logins[i] = s.iss.Token(fmt.Sprintf("h%d", i), "H", "h@example.com", "nonce", s.clock.Now())
+		logins[i] = s.iss.Token(switchboardtest.Login{Subject: fmt.Sprintf("h%d", i), Name: "H", Email: "h@example.com", Nonce: "nonce", At: s.clock.Now()})
 	}
 	// Interleaved: each round times the three on its own slice of tokens,
 	// one after the other — in an order that rotates from round to round,

@@ -597,7 +597,7 @@ func (h *host) devLogin(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	nonce := randomToken()
-	tok := h.cfg.Dev.Token(body.Subject, body.Name, body.Email, nonce, time.Now())
+	tok := h.cfg.Dev.Token(switchboardtest.Login{Subject: body.Subject, Name: body.Name, Email: body.Email, Nonce: nonce, At: time.Now()})
 	prov, err := h.cfg.SB.VerifyHuman(r.Context(), tok, nonce)
 	if err != nil {
 		h.fail(w, r, err)

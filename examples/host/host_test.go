@@ -194,7 +194,7 @@ func (e *env) signIn(subject string) *client {
 	c := e.client()
 	code, out, _ := c.do("POST", "/login/start", "{}")
 	require.Equal(e.t, 200, code)
-	tok := e.is.Token(subject, subject, subject+"@example.com", out["nonce"].(string), time.Now())
+	tok := e.is.Token(switchboardtest.Login{Subject: subject, Name: subject, Email: subject + "@example.com", Nonce: out["nonce"].(string), At: time.Now()})
 	code, out, _ = c.do("POST", "/login", map[string]string{"id_token": tok})
 	require.Equal(e.t, 200, code, out)
 	return c
@@ -605,7 +605,7 @@ func TestSessionCookiesAreWhatTheDocsSay(t *testing.T) {
 	c := e.client()
 	code, out, hdr := c.do("POST", "/login/start", "{}")
 	require.Equal(t, 200, code)
-	tok := e.is.Token("bob", "bob", "bob@example.com", out["nonce"].(string), time.Now())
+	tok := e.is.Token(switchboardtest.Login{Subject: "bob", Name: "bob", Email: "bob@example.com", Nonce: out["nonce"].(string), At: time.Now()})
 	code, _, hdr2 := c.do("POST", "/login", map[string]string{"id_token": tok})
 	require.Equal(t, 200, code)
 	var cookies []*http.Cookie

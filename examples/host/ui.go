@@ -26,6 +26,7 @@ import (
 
 	"github.com/switchboardhq/switchboard"
 	"github.com/switchboardhq/switchboard/agentcard"
+	"github.com/switchboardhq/switchboard/switchboardtest"
 )
 
 //go:embed ui/*.html ui/ui.css
@@ -213,7 +214,7 @@ func (u *ui) sampleRequest(w http.ResponseWriter, r *http.Request, me *session) 
 	_ = secret // nobody collects: the sample only shows the decision
 	req := switchboard.FriendRequest{From: from, To: to, Why: "A sample request from the -dev host: try approving, narrowing or denying it.", Pickup: pickup,
 		Scope: switchboard.Scope{{Queue: "inbox", Verbs: []switchboard.Verb{switchboard.VerbCreateFor, switchboard.VerbClaim}}}}
-	req.IDToken = u.h.cfg.Dev.Token(sam.Subject, "Sam Sample", "sam@dev.example", switchboard.RequestNonce(req), time.Now())
+	req.IDToken = u.h.cfg.Dev.Token(switchboardtest.Login{Subject: sam.Subject, Name: "Sam Sample", Email: "sam@dev.example", Nonce: switchboard.RequestNonce(req), At: time.Now()})
 	if _, _, err := sb.Request(ctx, req); err != nil {
 		u.fail(w, me, err)
 		return

@@ -97,7 +97,7 @@ func run(ctx context.Context) error {
 	req := switchboard.FriendRequest{From: "alice-travel", To: "bob-accounts", Scope: requested, Why: why, Pickup: pickup}
 	// Alice's login is started with the request's nonce, so her ID token
 	// proves this request and no other.
-	req.IDToken = iss.Token("alice", "Alice Liddell", "alice@example.com", switchboard.RequestNonce(req), time.Now())
+	req.IDToken = iss.Token(switchboardtest.Login{Subject: "alice", Name: "Alice Liddell", Email: "alice@example.com", Nonce: switchboard.RequestNonce(req), At: time.Now()})
 	edge, _, err := sb.Request(ctx, req)
 	if err != nil {
 		return err
