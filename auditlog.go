@@ -235,6 +235,13 @@ func (t *txn) integrate(evs []Event) error {
 		if err := t.insert(tEvents, be64b(e.Seq), v); err != nil {
 			return err
 		}
+		if e.Edge != "" && strings.HasPrefix(string(e.Type), "edge.") {
+			// Where each transition of an edge is in the log, for
+			// EdgeEvent: a few per edge, written by whoever sequences.
+			if err := t.tx.Put(tEdgeEvents, []byte(e.Edge+sep+string(e.Type)), be64b(e.Seq)); err != nil {
+				return err
+			}
+		}
 		st.Size++
 	}
 	return t.saveLogState()

@@ -5,12 +5,15 @@ package switchboard
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
 
 	"github.com/switchboardhq/switchboard/internal/text"
+	"github.com/switchboardhq/switchboard/store"
 )
 
 // EdgeState is the state of a friend edge.
@@ -593,6 +596,142 @@ func (s *Switchboard) Edge(ctx context.Context, human Human, edgeID string) (Edg
 		return Edge{}, fmt.Errorf("switchboard: edge: %w", err)
 	}
 	return out, nil
+}
+
+// EdgeEvent returns the audit event that recorded edge edgeID's transition
+// typ — EventEdgeRequested, EventEdgeApproved, EventEdgeDenied,
+// EventEdgeWithdrawn, EventEdgeExpired, EventEdgeReplaced or
+// EventEdgeRevoked — to a human on either side of the edge. Its Seq is
+// what ProveEvent takes: after Approve, EdgeEvent(ctx, approver, edge.ID,
+// EventEdgeApproved) and ProveEvent(ctx, ev.Seq, cp.Size) give a third
+// party the proof that the decision is in the log (docs/audit-log.md).
+//
+// An event enters the log just after its commit (on PostgreSQL the
+// sequencer adds it, usually within milliseconds); EdgeEvent waits for
+// that, until ctx ends. An edge that never made the transition, or that
+// the human is not party to, is ErrNotFound; an event retention has
+// purged is ErrEventPurged. Transitions logged by an earlier release (or
+// sequenced by a process of one) are not indexed: EdgeEvent finds them by
+// reading the log from its start, which takes a while on a long log.
+func (s *Switchboard) EdgeEvent(ctx context.Context, human Human, edgeID string, typ EventType) (Event, error) {
+	if !edgeTransition(typ) {
+		return Event{}, fmt.Errorf("switchboard: edge event: %w", invalid("%q is not an edge transition", typ))
+	}
+	wait := time.Millisecond
+	for {
+		var seq uint64
+		var happened, pending bool
+		err := s.view(ctx, func(t *txn) error {
+			var e edgeRec
+			if err := t.get(tEdges, edgeID, &e, "edge"); err != nil {
+				return err
+			}
+			if e.Requester != human && e.Target != human {
+				return notFound("edge")
+			}
+			happened = transitionMade(e.State, typ)
+			b, err := t.tx.Get(tEdgeEvents, []byte(edgeID+sep+string(typ)))
+			switch {
+			case err == nil && len(b) == 8:
+				seq = binary.BigEndian.Uint64(b)
+				return nil
+			case err == nil:
+				return fmt.Errorf("%w: edge_events %q: %d bytes", ErrDamaged, edgeID+sep+string(typ), len(b))
+			case !errors.Is(err, store.ErrNotFound):
+				return err
+			}
+			if !happened {
+				return nil
+			}
+			// Made but not indexed: still waiting to be sequenced, or
+			// logged before the index existed. One snapshot answers.
+			return t.tx.Scan(tPending, nil, nil, func(_, _ []byte) bool { pending = true; return false })
+		})
+		if err != nil {
+			return Event{}, fmt.Errorf("switchboard: edge event: %w", err)
+		}
+		switch {
+		case seq > 0:
+			return s.eventAt(ctx, seq)
+		case !happened:
+			return Event{}, fmt.Errorf("switchboard: edge event: %w: edge %s has no %s", ErrNotFound, edgeID, typ)
+		case !pending:
+			return s.scanForEdgeEvent(ctx, edgeID, typ)
+		}
+		timer := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return Event{}, fmt.Errorf("switchboard: edge event: waiting for %s of edge %s to enter the log: %w", typ, edgeID, ctx.Err())
+		case <-timer.C:
+		}
+		wait = min(2*wait, s.cfg.PollInterval)
+	}
+}
+
+// edgeTransition reports whether typ is an edge's transition.
+func edgeTransition(typ EventType) bool {
+	switch typ {
+	case EventEdgeRequested, EventEdgeApproved, EventEdgeDenied, EventEdgeWithdrawn,
+		EventEdgeExpired, EventEdgeReplaced, EventEdgeRevoked:
+		return true
+	}
+	return false
+}
+
+// transitionMade reports whether an edge now in state has made transition
+// typ (and so logged it).
+func transitionMade(state EdgeState, typ EventType) bool {
+	switch typ {
+	case EventEdgeRequested:
+		return true
+	case EventEdgeApproved:
+		return state == EdgeApproved || state == EdgeRevoked || state == EdgeReplaced
+	case EventEdgeDenied:
+		return state == EdgeDenied
+	case EventEdgeWithdrawn:
+		return state == EdgeWithdrawn
+	case EventEdgeExpired:
+		return state == EdgeExpired
+	case EventEdgeReplaced:
+		return state == EdgeReplaced
+	case EventEdgeRevoked:
+		return state == EdgeRevoked
+	}
+	return false
+}
+
+// eventAt reads the event at seq from the log.
+func (s *Switchboard) eventAt(ctx context.Context, seq uint64) (Event, error) {
+	evs, err := s.Events(ctx, seq-1, 1)
+	if err != nil {
+		return Event{}, fmt.Errorf("switchboard: edge event: %w", inner(err))
+	}
+	if len(evs) == 0 || evs[0].Seq != seq {
+		return Event{}, fmt.Errorf("switchboard: edge event: %w: event %d", ErrEventPurged, seq)
+	}
+	return evs[0], nil
+}
+
+// scanForEdgeEvent finds an edge's transition logged before edge_events
+// indexed it, by reading the whole log.
+func (s *Switchboard) scanForEdgeEvent(ctx context.Context, edgeID string, typ EventType) (Event, error) {
+	var after uint64
+	for {
+		evs, err := s.Events(ctx, after, 1000)
+		if err != nil {
+			return Event{}, fmt.Errorf("switchboard: edge event: %w", inner(err))
+		}
+		for _, e := range evs {
+			if e.Edge == edgeID && e.Type == typ {
+				return e, nil
+			}
+		}
+		if len(evs) == 0 {
+			return Event{}, fmt.Errorf("switchboard: edge event: %w: %s of edge %s is not in the log (retention may have purged it)", ErrEventPurged, typ, edgeID)
+		}
+		after = evs[len(evs)-1].Seq
+	}
 }
 
 // Approvals lists the friend requests waiting in human's approvals queue,

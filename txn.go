@@ -39,6 +39,7 @@ const (
 	tCooldown     = "quota_cooldown" // requester human \x00 target persona → until
 	tBlocks       = "blocks"         // blocking human \x00 blocked human → blockRec
 	tEvents       = "events"         // seq → Event
+	tEdgeEvents   = "edge_events"    // edge id \x00 event type → the event's seq (8 bytes), written as it enters the log
 	tMeta         = "meta"           // the audit log's state, its latest checkpoint, the sequencer's lease and the schema version
 )
 
