@@ -72,8 +72,15 @@ var (
 	// match the checksum stored with them (todo records carry a CRC-32C
 	// from layout 8 on): they changed underneath the store — a disk
 	// flipped a bit, someone wrote the store by hand. The error names the
-	// table and the key; nothing is handed out from such a record. Restore
-	// the store, or the record, from a backup.
+	// table and the key; nothing is handed out from such a record. Reading
+	// it by its id (Get, Cancel, a list of its queue) is this error, for
+	// any caller: since who may read a todo is written in the record, a
+	// caller who knows the id learns that a damaged record has it. The work
+	// that goes through every todo — claims and Work, Reap's lease expiry
+	// and retention, a revocation's cancel passes — sets it aside: never
+	// handed out, expired, cancelled or purged, reported once to
+	// Config.Logger at error level, and no other work waits on it. Restore
+	// the record, or the store, from a backup.
 	ErrDamaged = errors.New("stored record damaged")
 	// ErrClosed is the store's closed error, re-exported so callers need not
 	// import package store to match it.

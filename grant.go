@@ -561,8 +561,8 @@ func (s *Switchboard) cancelQueued(ctx context.Context, r revokedGrant) error {
 			}
 			for _, id := range ids {
 				td, err := t.todo(id)
-				if isNotFound(err) {
-					continue // purged
+				if isNotFound(err) || t.setAside(err, id) {
+					continue // purged, or damaged: set aside
 				}
 				if err != nil {
 					return err

@@ -215,6 +215,16 @@ func (s *Switchboard) claimIn(t *txn, g *grantRec, qkey string, n int, d time.Du
 // revoked (then it is cancelled here).
 func (s *Switchboard) claimOne(t *txn, g *grantRec, e readyEntry, d time.Duration) (Claimed, bool, error) {
 	r, err := t.todo(e.id)
+	if t.setAside(err, e.id) {
+		if e.key != "" {
+			t.pass(e.key)
+		}
+		if t.aside == nil {
+			t.aside = map[string]bool{}
+		}
+		t.aside[e.id] = true
+		return Claimed{}, false, nil
+	}
 	if err != nil {
 		return Claimed{}, false, err
 	}
@@ -310,7 +320,7 @@ func (t *txn) firstReady(qkey string, n int, first bool) (_ []readyEntry, exhaus
 	}
 	// The entries passed over are read again (they are locked, not
 	// deleted): ask for that many more.
-	limit := want + ahead + len(t.passed)
+	limit := want + ahead + len(t.passed) + len(t.aside)
 	var out []readyEntry
 	read := 0
 	prefix := idxKey(idxReady, qkey, "")
@@ -318,7 +328,9 @@ func (t *txn) firstReady(qkey string, n int, first bool) (_ []readyEntry, exhaus
 	err := t.scanBounded(tIdx, []byte(prefix), prefixEnd(prefix), limit, func(k, v []byte) bool {
 		read++
 		if !locked {
-			out = append(out, readyEntry{id: string(v)}) // key: only pass (row-locked) reads it
+			if !t.aside[string(v)] {
+				out = append(out, readyEntry{id: string(v)}) // key: only pass (row-locked) reads it
+			}
 		} else if !t.passed[string(k)] {
 			out = append(out, readyEntry{key: string(k), id: string(v)})
 		}
@@ -453,6 +465,9 @@ func (t *txn) recoverLeases(qkey string) error {
 // false if the todo had moved on (its lease is not the expired one).
 func (t *txn) expireLease(id string) (bool, error) {
 	r, err := t.todo(id)
+	if t.setAside(err, id) {
+		return false, nil
+	}
 	if err != nil {
 		return false, err
 	}

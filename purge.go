@@ -48,6 +48,9 @@ func (s *Switchboard) archiveTodos(ctx context.Context, limit int) (int, error) 
 				return err
 			}
 			r, err := t.todo(id)
+			if t.setAside(err, id) {
+				continue
+			}
 			if err != nil {
 				return err
 			}
@@ -95,7 +98,7 @@ func (s *Switchboard) purgeTodos(t *txn, limit int, only map[string][]byte) (int
 			}
 		}
 		r, err := t.todo(id)
-		if errors.Is(err, ErrNotFound) {
+		if errors.Is(err, ErrNotFound) || t.setAside(err, id) {
 			continue
 		}
 		if err != nil {

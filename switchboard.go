@@ -218,6 +218,7 @@ func orInt(p *int, v int) {
 type Switchboard struct {
 	st        store.Store
 	recordsV3 atomic.Bool // the store's layout lets todo records be V3 (see UpgradeRecords)
+	damaged   damageLog   // damaged records already reported
 	cfg       Config
 	now       func() time.Time
 	oidc      *verifier
@@ -355,6 +356,7 @@ func newSwitchboard(st store.Store, cfg *Config) (*Switchboard, error) {
 		return nil, fmt.Errorf("switchboard: open store: %w", err)
 	}
 	s := &Switchboard{st: st, cfg: c, now: c.Clock.Now, oidc: v, limits: l, dpop: dp, quotas: c.Quotas.withDefaults(), dirs: dirs, localDir: local}
+	s.damaged.logger = c.Logger
 	s.recordsV3.Store(layout >= schemaVersion)
 	if c.LogKey != "" {
 		if s.logSigner, s.logVerifier, s.logVKey, err = logKeys(c.LogKey); err != nil {
@@ -419,3 +421,21 @@ type systemClock struct{}
 
 func (systemClock) Now() time.Time                         { return time.Now() }
 func (systemClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+
+// damageLog reports the damaged records scans set aside, once per record
+// and process, at error level: nothing else will say that work is stuck
+// there. A transaction holds a pointer to its Switchboard's (no closure
+// per transaction).
+type damageLog struct {
+	logger *slog.Logger
+	seen   sync.Map // table \x00 key → struct{}
+}
+
+func (d *damageLog) note(table, key string, err error) {
+	if _, seen := d.seen.LoadOrStore(table+"\x00"+key, struct{}{}); seen {
+		return
+	}
+	d.logger.LogAttrs(context.Background(), slog.LevelError,
+		"switchboard: a damaged record is set aside: claims, Reap and revocations pass over it; restore it from a backup",
+		slog.String("table", table), slog.String("key", key), slog.String("error", err.Error()))
+}

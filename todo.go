@@ -356,6 +356,10 @@ func (t *txn) promote(qkey string) error {
 	}
 	for _, e := range due {
 		r, err := t.todo(e.id)
+		if t.setAside(err, e.id) {
+			t.pass(e.key)
+			continue
+		}
 		if err != nil {
 			return err
 		}

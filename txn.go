@@ -59,6 +59,9 @@ type txn struct {
 	// todo had moved on): a locked scan returns them again, and they
 	// are not work another transaction holds (see heldElsewhere).
 	passed map[string]bool
+	// aside are the ids of damaged todos this transaction's claims set
+	// aside (see setAside): a scan that reads them again passes over them.
+	aside map[string]bool
 
 	events   []Event        // emitted, flushed into the log (or pending) at the end
 	log      *logState      // the audit log's state, once read
@@ -71,7 +74,9 @@ type txn struct {
 	// from the store.
 	tree *treeCache
 
-	recordsV3    bool // write todo records in the form V3 (the store is at layout 8)
+	recordsV3 bool // write todo records in the form V3 (the store is at layout 8)
+	// damaged reports a damaged record a scan set aside (see setAside).
+	damaged      *damageLog
 	hooks        bool // webhooks are configured: outcomes queue deliveries
 	hookAttempts int  // a delivery's MaxAttempts
 
@@ -111,7 +116,7 @@ func (s *Switchboard) updateLocked(ctx context.Context, fn func(*txn) error) err
 func (s *Switchboard) updateWith(ctx context.Context, run func(context.Context, func(store.Tx) error) error, locking bool, fn func(*txn) error) error {
 	var last *txn // fn may run more than once; the last run is what committed
 	err := run(ctx, func(tx store.Tx) error {
-		last = &txn{tx: tx, now: s.now().UTC(), hot: &s.hot, recordsV3: s.recordsV3.Load()}
+		last = &txn{tx: tx, now: s.now().UTC(), hot: &s.hot, recordsV3: s.recordsV3.Load(), damaged: &s.damaged}
 		if s.cfg.Webhooks != nil {
 			last.hooks, last.hookAttempts = true, s.cfg.Webhooks.MaxAttempts
 		}
@@ -224,7 +229,7 @@ func (t *txn) anyIn(table string, start, end []byte) bool {
 
 // view runs fn in one store View, with the clock read inside it.
 func (s *Switchboard) view(ctx context.Context, fn func(*txn) error) error {
-	return s.st.View(ctx, func(tx store.Tx) error { return fn(&txn{tx: tx, now: s.now().UTC(), hot: &s.hot}) })
+	return s.st.View(ctx, func(tx store.Tx) error { return fn(&txn{tx: tx, now: s.now().UTC(), hot: &s.hot, damaged: &s.damaged}) })
 }
 
 // get decodes the record under key; a missing record is ErrNotFound with
@@ -610,4 +615,21 @@ func (s *seqSource) peek() (*seqEntry, error) {
 		return nil, nil
 	}
 	return &s.buf[0], nil
+}
+
+// setAside reports whether err is a damaged todo record (ErrDamaged) that
+// the scan reading it passes over — the housekeeping and the claims that
+// go through every todo of a queue, a grant or the store — and reports it
+// once to Config.Logger. A damaged record is never handed out, expired,
+// cancelled or purged: it stays as it is, for its owner to restore, and
+// one damaged record stops no other work. Reading it by its id (Get,
+// Cancel, a list of its queue) is ErrDamaged.
+func (t *txn) setAside(err error, id string) bool {
+	if !errors.Is(err, ErrDamaged) {
+		return false
+	}
+	if t.damaged != nil {
+		t.damaged.note(tTodos, id, err)
+	}
+	return true
 }

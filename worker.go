@@ -259,11 +259,18 @@ func (w *worker) handle(cl Claimed) (Claimed, bool) {
 		n = 0
 	}
 	var next []Claimed
+	var cerr error
 	w.retry(func() error {
-		var err error
-		next, err = w.s.CompleteAndClaim(bg, w.c, lease, result, n, &ClaimOptions{Lease: w.o.Lease})
-		return err
+		next, cerr = w.s.CompleteAndClaim(bg, w.c, lease, result, n, &ClaimOptions{Lease: w.o.Lease})
+		return cerr
 	}, lease)
+	if errors.Is(cerr, ErrInvalidArgument) {
+		// The result itself cannot be recorded (over Limits.MaxResult):
+		// the attempt fails saying why, rather than lapsing unexplained.
+		reason := "the handler's result was not recorded: " + strings.TrimPrefix(cerr.Error(), "switchboard: ")
+		w.retry(func() error { return w.s.Fail(bg, w.c, lease, reason) }, lease)
+		return Claimed{}, false
+	}
 	if len(next) == 0 {
 		return Claimed{}, false
 	}
