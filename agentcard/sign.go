@@ -121,16 +121,6 @@ func Sign(c Card, key jose.JSONWebKey) (Card, error) {
 }
 
 func sign(c Card, key jose.JSONWebKey) (Card, error) {
-	if key.KeyID == "" || key.Algorithm == "" {
-		return Card{}, invalid("signing key needs a KeyID and an Algorithm")
-	}
-	if key.IsPublic() {
-		return Card{}, invalid("signing key %q is a public key", key.KeyID)
-	}
-	algs, err := allowedAlgorithms([]string{key.Algorithm})
-	if err != nil {
-		return Card{}, err
-	}
 	c.raw, c.doc, c.v03 = nil, nil, false
 	if err := c.validate(); err != nil {
 		return Card{}, err
@@ -139,21 +129,11 @@ func sign(c Card, key jose.JSONWebKey) (Card, error) {
 	if err != nil {
 		return Card{}, err
 	}
-	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: algs[0], Key: key.Key},
-		(&jose.SignerOptions{}).WithType("JOSE").WithHeader(jose.HeaderKey("kid"), key.KeyID))
-	if err != nil {
-		return Card{}, invalid("signing key %q: %v", key.KeyID, err)
-	}
-	jws, err := signer.Sign(payload)
+	sig, err := signPayload(payload, key)
 	if err != nil {
 		return Card{}, err
 	}
-	compact, err := jws.CompactSerialize()
-	if err != nil {
-		return Card{}, err
-	}
-	parts := strings.Split(compact, ".")
-	c.Signatures = append(slices.Clone(c.Signatures), Signature{Protected: parts[0], Signature: parts[2]})
+	c.Signatures = append(slices.Clone(c.Signatures), sig)
 	return c, nil
 }
 

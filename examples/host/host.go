@@ -288,11 +288,19 @@ func (h *host) serveCard(w http.ResponseWriter, r *http.Request, id string) {
 		h.fail(w, r, err) // unknown and undiscoverable are the same 404
 		return
 	}
-	body, err := json.Marshal(l.Card)
+	// A2A v1.0 is the default; a client on a v0.3 SDK asks for the v0.3
+	// rendering with an A2A-Version request header naming 0.x.
+	var body []byte
+	if v := strings.TrimSpace(r.Header.Get("A2A-Version")); strings.HasPrefix(v, "0.") {
+		body, err = agentcard.EncodeV03(l.Card)
+	} else {
+		body, err = json.Marshal(l.Card)
+	}
 	if err != nil {
 		h.fail(w, r, err)
 		return
 	}
+	w.Header().Set("Vary", "A2A-Version")
 	sum := sha256.Sum256(body)
 	etag := `"` + hex.EncodeToString(sum[:16]) + `"`
 	w.Header().Set("Cache-Control", "public, max-age=300")
