@@ -952,6 +952,11 @@ func openCheckpointWith(signed []byte, vs []note.Verifier) (cp Checkpoint, first
 	var text string
 	if len(vs) > 0 {
 		n, err := note.Open(signed, note.VerifierList(vs...))
+		var unknown *note.UnverifiedNoteError
+		if errors.As(err, &unknown) {
+			// Signed, but by none of the keys given: say so, not "invalid".
+			return Checkpoint{}, false, fmt.Errorf("%w: %w (none of the %d given): %w", ErrProof, ErrUnknownLogKey, len(vs), err)
+		}
 		if err != nil {
 			return Checkpoint{}, false, fmt.Errorf("%w: signature: %w", ErrProof, err)
 		}

@@ -53,7 +53,7 @@ func TestCrashRecovery(t *testing.T) {
 	require.NoError(t, err)
 	s, err := sb.New(st, nil)
 	require.NoError(t, err)
-	_, err = s.Publish(ctx, sb.Persona{ID: "desk", Owner: owner, Card: sb.PersonaCard("Desk", "d", "1", "https://x.example/agents/desk"), Discoverable: true})
+	_, err = s.Publish(ctx, sb.Persona{ID: "desk", Owner: owner, Card: sb.PersonaCard(sb.CardFields{Name: "Desk", Description: "d", Version: "1", URL: "https://x.example/agents/desk"}), Discoverable: true})
 	require.NoError(t, err)
 	all := []sb.Verb{sb.VerbCreateFor, sb.VerbList, sb.VerbGet, sb.VerbClaim, sb.VerbComplete, sb.VerbFail}
 	_, cred, err := s.Vend(ctx, owner, sb.VendRequest{Agent: "desk", Scope: sb.Scope{{Queue: "inbox", Verbs: all}}})
@@ -285,7 +285,7 @@ func TestCrashChild(t *testing.T) {
 			bg := context.Background()
 			for n := 0; ; n++ {
 				sub := fmt.Sprintf("r%d-%d-%d", os.Getpid(), w, n)
-				if _, err := s.Publish(bg, sb.Persona{ID: sub, Owner: is.Human(sub), Card: sb.PersonaCard("R", "r", "1", "https://r.example/"+sub)}); err != nil {
+				if _, err := s.Publish(bg, sb.Persona{ID: sub, Owner: is.Human(sub), Card: sb.PersonaCard(sb.CardFields{Name: "R", Description: "r", Version: "1", URL: "https://r.example/" + sub})}); err != nil {
 					continue
 				}
 				_, pickup := sb.NewPickup()

@@ -62,8 +62,11 @@ var (
 	// ErrUnknownLogKey: the log's checkpoint is signed by a key that is
 	// neither Config.LogKey nor one of Config.PreviousLogKeys — most often
 	// a program that made a new log key on its second run instead of
-	// keeping the first. Errors carrying it are *AuditError and match
-	// ErrAuditBroken too: nothing is signed until it is resolved.
+	// keeping the first. From the log's own checks (Checkpoint, CheckLog,
+	// VerifyAudit, Reap) errors carrying it are *AuditError and match
+	// ErrAuditBroken too: nothing is signed until it is resolved. From
+	// OpenCheckpoint (and OpenWitnessedCheckpoint) it wraps ErrProof: the
+	// note is signed, but by none of the keys the caller gave.
 	ErrUnknownLogKey = errors.New("checkpoint signed by an unknown key")
 	// ErrUnknownKind: a Kinds handler was given a todo of a kind nothing
 	// is registered for; the attempt fails (see Kinds for the rule).

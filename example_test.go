@@ -32,10 +32,14 @@ func ExampleSwitchboard_Request() {
 	}
 	alice, bob := iss.Human("alice"), iss.Human("bob")
 	for _, p := range []switchboard.Persona{
-		{ID: "alice-bot", Owner: alice, Discoverable: true, Card: switchboard.PersonaCard(
-			"Alice's assistant", "Books travel", "1.0", "https://hub.example/agents/alice-bot")},
-		{ID: "bob-desk", Owner: bob, Discoverable: true, Card: switchboard.PersonaCard(
-			"Bob's desk", "Pays invoices", "1.0", "https://hub.example/agents/bob-desk")},
+		{ID: "alice-bot", Owner: alice, Discoverable: true, Card: switchboard.PersonaCard(switchboard.CardFields{
+			Name: "Alice's assistant", Description: "Books travel", Version: "1.0",
+			URL: "https://hub.example/agents/alice-bot",
+		})},
+		{ID: "bob-desk", Owner: bob, Discoverable: true, Card: switchboard.PersonaCard(switchboard.CardFields{
+			Name: "Bob's desk", Description: "Pays invoices", Version: "1.0",
+			URL: "https://hub.example/agents/bob-desk",
+		})},
 	} {
 		if _, err := sb.Publish(ctx, p); err != nil {
 			log.Fatal(err)
@@ -90,10 +94,14 @@ func ExampleSwitchboard_Approve() {
 	}
 	alice, bob := iss.Human("alice"), iss.Human("bob")
 	for _, p := range []switchboard.Persona{
-		{ID: "alice-bot", Owner: alice, Discoverable: true, Card: switchboard.PersonaCard(
-			"Alice's assistant", "Books travel", "1.0", "https://hub.example/agents/alice-bot")},
-		{ID: "bob-desk", Owner: bob, Discoverable: true, Card: switchboard.PersonaCard(
-			"Bob's desk", "Pays invoices", "1.0", "https://hub.example/agents/bob-desk")},
+		{ID: "alice-bot", Owner: alice, Discoverable: true, Card: switchboard.PersonaCard(switchboard.CardFields{
+			Name: "Alice's assistant", Description: "Books travel", Version: "1.0",
+			URL: "https://hub.example/agents/alice-bot",
+		})},
+		{ID: "bob-desk", Owner: bob, Discoverable: true, Card: switchboard.PersonaCard(switchboard.CardFields{
+			Name: "Bob's desk", Description: "Pays invoices", Version: "1.0",
+			URL: "https://hub.example/agents/bob-desk",
+		})},
 	} {
 		if _, err := sb.Publish(ctx, p); err != nil {
 			log.Fatal(err)
@@ -149,10 +157,14 @@ func ExampleSwitchboard_CreateFor() {
 	}
 	alice, bob := iss.Human("alice"), iss.Human("bob")
 	for _, p := range []switchboard.Persona{
-		{ID: "alice-bot", Owner: alice, Discoverable: true, Card: switchboard.PersonaCard(
-			"Alice's assistant", "Books travel", "1.0", "https://hub.example/agents/alice-bot")},
-		{ID: "bob-desk", Owner: bob, Discoverable: true, Card: switchboard.PersonaCard(
-			"Bob's desk", "Pays invoices", "1.0", "https://hub.example/agents/bob-desk")},
+		{ID: "alice-bot", Owner: alice, Discoverable: true, Card: switchboard.PersonaCard(switchboard.CardFields{
+			Name: "Alice's assistant", Description: "Books travel", Version: "1.0",
+			URL: "https://hub.example/agents/alice-bot",
+		})},
+		{ID: "bob-desk", Owner: bob, Discoverable: true, Card: switchboard.PersonaCard(switchboard.CardFields{
+			Name: "Bob's desk", Description: "Pays invoices", Version: "1.0",
+			URL: "https://hub.example/agents/bob-desk",
+		})},
 	} {
 		if _, err := sb.Publish(ctx, p); err != nil {
 			log.Fatal(err)
@@ -209,8 +221,10 @@ func ExampleSwitchboard_Claim() {
 		log.Fatal(err)
 	}
 	bob := switchboard.Human{Issuer: "https://accounts.example.com", Subject: "bob"}
-	if _, err := sb.Publish(ctx, switchboard.Persona{ID: "bob-desk", Owner: bob, Card: switchboard.PersonaCard(
-		"Bob's desk", "Pays invoices", "1.0", "https://hub.example/agents/bob-desk")}); err != nil {
+	if _, err := sb.Publish(ctx, switchboard.Persona{ID: "bob-desk", Owner: bob, Card: switchboard.PersonaCard(switchboard.CardFields{
+		Name: "Bob's desk", Description: "Pays invoices", Version: "1.0",
+		URL: "https://hub.example/agents/bob-desk",
+	})}); err != nil {
 		log.Fatal(err)
 	}
 	_, worker, err := sb.Vend(ctx, bob, switchboard.VendRequest{
@@ -263,7 +277,10 @@ func ExampleVerifyInclusion() {
 	}
 	bob := iss.Human("bob")
 	if _, err := sb.Publish(ctx, switchboard.Persona{ID: "bob-desk", Owner: bob, Discoverable: true,
-		Card: switchboard.PersonaCard("Bob's desk", "Pays invoices", "1.0", "https://hub.example/agents/bob-desk")}); err != nil {
+		Card: switchboard.PersonaCard(switchboard.CardFields{
+			Name: "Bob's desk", Description: "Pays invoices", Version: "1.0",
+			URL: "https://hub.example/agents/bob-desk",
+		})}); err != nil {
 		log.Fatal(err)
 	}
 	grant, _, err := sb.Vend(ctx, bob, switchboard.VendRequest{Agent: "bob-desk",
@@ -357,9 +374,15 @@ func Example_tour() {
 
 	// 1. Discover: each human publishes an agent with an A2A Agent Card.
 	sb.Publish(ctx, switchboard.Persona{ID: "alice-bot", Owner: alice, Discoverable: true,
-		Card: switchboard.PersonaCard("Alice's bot", "Books travel", "1.0", "https://hub.example/agents/alice-bot/")})
+		Card: switchboard.PersonaCard(switchboard.CardFields{
+			Name: "Alice's bot", Description: "Books travel", Version: "1.0",
+			URL: "https://hub.example/agents/alice-bot/",
+		})})
 	sb.Publish(ctx, switchboard.Persona{ID: "bob-desk", Owner: bob, Discoverable: true,
-		Card: switchboard.PersonaCard("Bob's desk", "Pays invoices", "1.0", "https://hub.example/agents/bob-desk/")})
+		Card: switchboard.PersonaCard(switchboard.CardFields{
+			Name: "Bob's desk", Description: "Pays invoices", Version: "1.0",
+			URL: "https://hub.example/agents/bob-desk/",
+		})})
 
 	// 2. Request: alice-bot asks for a scope, proven by Alice's ID token,
 	// whose nonce binds it to this request. It keeps the pickup secret.
@@ -532,8 +555,14 @@ func ExampleSwitchboard_Prove() {
 	sb, _ := switchboard.New(memory.New(), &switchboard.Config{Issuers: []switchboard.Issuer{iss.Config()}})
 	defer sb.Close()
 	alice, bob := iss.Human("alice"), iss.Human("bob")
-	sb.Publish(ctx, switchboard.Persona{ID: "alice-bot", Owner: alice, Card: switchboard.PersonaCard("Alice's bot", "a", "1.0", "https://hub.example/agents/alice-bot/")})
-	sb.Publish(ctx, switchboard.Persona{ID: "bob-desk", Owner: bob, Discoverable: true, Card: switchboard.PersonaCard("Bob's desk", "b", "1.0", "https://hub.example/agents/bob-desk/")})
+	sb.Publish(ctx, switchboard.Persona{ID: "alice-bot", Owner: alice, Card: switchboard.PersonaCard(switchboard.CardFields{
+		Name: "Alice's bot", Description: "a", Version: "1.0",
+		URL: "https://hub.example/agents/alice-bot/",
+	})})
+	sb.Publish(ctx, switchboard.Persona{ID: "bob-desk", Owner: bob, Discoverable: true, Card: switchboard.PersonaCard(switchboard.CardFields{
+		Name: "Bob's desk", Description: "b", Version: "1.0",
+		URL: "https://hub.example/agents/bob-desk/",
+	})})
 
 	// alice-bot's key pair: it sends the public half with its request.
 	key, _ := switchboardtest.NewProofKey("ES256")

@@ -134,8 +134,11 @@ func newHarness(t testing.TB, st store.Store) *harness {
 }
 
 func card(name string) agentcard.Card {
-	return switchboard.PersonaCard(name, "test agent "+name, "1.0.0", "https://hub.example/agents/"+name,
-		agentcard.Skill{ID: "todo", Name: "Todos", Description: "takes todos", Tags: []string{"todo"}})
+	return switchboard.PersonaCard(switchboard.CardFields{
+		Name: name, Description: "test agent " + name, Version: "1.0.0",
+		URL:    "https://hub.example/agents/" + name,
+		Skills: []agentcard.Skill{{ID: "todo", Name: "Todos", Description: "takes todos", Tags: []string{"todo"}}},
+	})
 }
 
 func (h *harness) publish(owner switchboard.Human, id string, discoverable bool) {

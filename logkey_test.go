@@ -26,8 +26,14 @@ func TestNewLogKeyOnASecondRunSaysSo(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, h.sb.Close())
 
-		second, _, err := sb.NewLogKey("example.com/log")
+		second, secondPub, err := sb.NewLogKey("example.com/log")
 		require.NoError(t, err)
+		// A verifier holding the wrong public key is told the same.
+		_, err = sb.OpenCheckpoint(cp.Note, secondPub)
+		assert.ErrorIs(t, err, sb.ErrUnknownLogKey, "OpenCheckpoint with another key")
+		assert.ErrorIs(t, err, sb.ErrProof, "OpenCheckpoint with another key")
+		_, err = sb.OpenCheckpoint(cp.Note, secondPub, firstPub)
+		require.NoError(t, err, "the old key listed as a previous one")
 		h.withConfig(t, nil, func(c *sb.Config) { c.LogKey = second; c.Checkpoints = kept })
 		_, errCheckpoint := h.sb.Checkpoint(ctx)
 		errCheck := h.sb.CheckLog(ctx)

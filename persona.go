@@ -20,16 +20,39 @@ import (
 // persona only as todos under a human-approved grant.
 const BindingSwitchboard = "urn:switchboard:discovery:v1"
 
-// PersonaCard returns a valid Agent Card for a persona: one
-// BindingSwitchboard interface at url (where the host serves the card),
-// JSON in and out, and skills. Set more fields on the result as needed.
-func PersonaCard(name, description, version, url string, skills ...agentcard.Skill) agentcard.Card {
+// CardFields are what PersonaCard writes into a persona's card, by name.
+type CardFields struct {
+	// Name is what humans see: on a friend request's approval, in
+	// directory listings. Required.
+	Name string
+	// Description says what the agent does, in a sentence. Required.
+	Description string
+	// Version is the agent's own version, such as "1.0.0". Required.
+	Version string
+	// URL is where the host serves this persona's card (its directory
+	// entry), not an endpoint that accepts work. Required.
+	URL string
+	// Skills are what the agent can be asked to do; directories match
+	// their tags.
+	Skills []agentcard.Skill
+}
+
+// PersonaCard returns a valid Agent Card for a persona: f's name,
+// description, version and skills, one BindingSwitchboard interface at
+// f.URL, JSON in and out. Set more fields on the result as needed; Publish
+// validates the whole card.
+//
+//	card := switchboard.PersonaCard(switchboard.CardFields{
+//		Name: "Bob's desk", Description: "Pays approved invoices", Version: "1.0.0",
+//		URL:  "https://hub.example/agents/bob-desk",
+//	})
+func PersonaCard(f CardFields) agentcard.Card {
 	return agentcard.Card{
-		Name: name, Description: description, Version: version,
-		SupportedInterfaces: []agentcard.Interface{{URL: url, ProtocolBinding: BindingSwitchboard, ProtocolVersion: "1.0"}},
+		Name: f.Name, Description: f.Description, Version: f.Version,
+		SupportedInterfaces: []agentcard.Interface{{URL: f.URL, ProtocolBinding: BindingSwitchboard, ProtocolVersion: "1.0"}},
 		DefaultInputModes:   []string{"application/json"},
 		DefaultOutputModes:  []string{"application/json"},
-		Skills:              skills,
+		Skills:              f.Skills,
 	}
 }
 

@@ -73,7 +73,7 @@ func TestWebhookCrash(t *testing.T) {
 	require.NoError(t, err)
 	s, err := sb.New(st, &sb.Config{Webhooks: crashHooks(rcv.URL)})
 	require.NoError(t, err)
-	_, err = s.Publish(ctx, sb.Persona{ID: "desk", Owner: owner, Card: sb.PersonaCard("Desk", "d", "1", "https://x.example/agents/desk")})
+	_, err = s.Publish(ctx, sb.Persona{ID: "desk", Owner: owner, Card: sb.PersonaCard(sb.CardFields{Name: "Desk", Description: "d", Version: "1", URL: "https://x.example/agents/desk"})})
 	require.NoError(t, err)
 	verbs := []sb.Verb{sb.VerbCreateFor, sb.VerbClaim, sb.VerbComplete, sb.VerbWebhook}
 	_, cred, err := s.Vend(ctx, owner, sb.VendRequest{Agent: "desk", Scope: sb.Scope{{Queue: "inbox", Verbs: verbs}}})

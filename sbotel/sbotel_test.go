@@ -44,8 +44,8 @@ func TestOneTraceAcrossAgents(t *testing.T) {
 
 	alice, bob := iss.Human("alice"), iss.Human("bob")
 	for _, p := range []switchboard.Persona{
-		{ID: "alice-bot", Owner: alice, Discoverable: true, Card: switchboard.PersonaCard("A", "a", "1", "https://x.example/agents/alice-bot")},
-		{ID: "bob-desk", Owner: bob, Discoverable: true, Card: switchboard.PersonaCard("B", "b", "1", "https://x.example/agents/bob-desk")},
+		{ID: "alice-bot", Owner: alice, Discoverable: true, Card: switchboard.PersonaCard(switchboard.CardFields{Name: "A", Description: "a", Version: "1", URL: "https://x.example/agents/alice-bot"})},
+		{ID: "bob-desk", Owner: bob, Discoverable: true, Card: switchboard.PersonaCard(switchboard.CardFields{Name: "B", Description: "b", Version: "1", URL: "https://x.example/agents/bob-desk"})},
 	} {
 		_, err := a.Publish(ctx, p)
 		require.NoError(t, err)

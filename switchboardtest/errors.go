@@ -110,7 +110,7 @@ func ErrorCases(t testing.TB) []ErrorCase {
 	}))
 	_, err = sb.Get(ctx, worker, damaged.ID)
 	add("ErrDamaged", is(switchboard.ErrDamaged), err)
-	_, err = sb.Publish(ctx, switchboard.Persona{ID: "bob-desk", Owner: k.Human("carol"), Card: switchboard.PersonaCard("x", "y", "1", "https://x.example/")})
+	_, err = sb.Publish(ctx, switchboard.Persona{ID: "bob-desk", Owner: k.Human("carol"), Card: switchboard.PersonaCard(switchboard.CardFields{Name: "x", Description: "y", Version: "1", URL: "https://x.example/"})})
 	add("ErrConflict", is(switchboard.ErrConflict), err)
 
 	e, _ := k.Request("carol-bot", "bob-desk", inbox(switchboard.VerbCreateFor), "hello")
@@ -185,7 +185,7 @@ func ErrorCases(t testing.TB) []ErrorCase {
 
 	// A card whose signature the directory requires is missing.
 	cardSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		c := switchboard.PersonaCard("Unsigned", "no signature", "1.0", "http://"+r.Host+"/")
+		c := switchboard.PersonaCard(switchboard.CardFields{Name: "Unsigned", Description: "no signature", Version: "1.0", URL: "http://" + r.Host + "/"})
 		w.Header().Set("Content-Type", "application/json")
 		b, _ := c.MarshalJSON()
 		_, _ = w.Write(b)
@@ -244,7 +244,7 @@ func ErrorCases(t testing.TB) []ErrorCase {
 	must(err)
 	lost.on.Store(true)
 	_, err = lsb.Publish(ctx, switchboard.Persona{ID: "lost-bot", Owner: k.Human("alice"),
-		Card: switchboard.PersonaCard("lost-bot", "a persona", "1.0.0", "https://switchboardtest.invalid/agents/lost-bot")})
+		Card: switchboard.PersonaCard(switchboard.CardFields{Name: "lost-bot", Description: "a persona", Version: "1.0.0", URL: "https://switchboardtest.invalid/agents/lost-bot"})})
 	add("ErrCommitUnknown", is(switchboard.ErrCommitUnknown), err)
 	must(lsb.Close())
 	must(lost.Close())

@@ -108,7 +108,7 @@ func (k *Kit) Publish(owner, id string) switchboard.Persona {
 	k.t.Helper()
 	return k.PublishPersona(switchboard.Persona{
 		ID: id, Owner: k.Human(owner), Discoverable: true,
-		Card: switchboard.PersonaCard(id, "test persona "+id, "1.0.0", "https://switchboardtest.invalid/agents/"+id),
+		Card: switchboard.PersonaCard(switchboard.CardFields{Name: id, Description: "test persona " + id, Version: "1.0.0", URL: "https://switchboardtest.invalid/agents/" + id}),
 	})
 }
 

@@ -64,9 +64,16 @@ func TestKitTwoOrganisations(t *testing.T) {
 
 	pay := agentcard.Skill{ID: "pay", Name: "Pay invoices", Description: "Pays approved invoices", Tags: []string{"finance"}}
 	k.PublishPersona(switchboard.Persona{ID: "alice-bot", Owner: k.Human("alice"), Discoverable: true,
-		Card: switchboard.PersonaCard("Alice's bot", "Books travel", "1.0", "https://a.example/agents/alice-bot")})
+		Card: switchboard.PersonaCard(switchboard.CardFields{
+			Name: "Alice's bot", Description: "Books travel", Version: "1.0",
+			URL: "https://a.example/agents/alice-bot",
+		})})
 	bobDesk := switchboard.Persona{ID: "bob-desk", Owner: other.Human("bob"), Discoverable: true,
-		Card: switchboard.PersonaCard("Bob's desk", "Org B's accounts", "2.0", "https://b.example/agents/bob-desk", pay)}
+		Card: switchboard.PersonaCard(switchboard.CardFields{
+			Name: "Bob's desk", Description: "Org B's accounts", Version: "2.0",
+			URL:    "https://b.example/agents/bob-desk",
+			Skills: []agentcard.Skill{pay},
+		})}
 	if _, err := k.SB.Publish(ctx, bobDesk); err != nil { // published as a host would, not through the kit
 		t.Fatal(err)
 	}
@@ -91,7 +98,10 @@ func TestKitTwoOrganisations(t *testing.T) {
 	}
 	// And the other way: org B's agent asks org A's, its token from org B's issuer.
 	k.PublishPersona(switchboard.Persona{ID: "bob-bot", Owner: other.Human("bob"),
-		Card: switchboard.PersonaCard("Bob's bot", "Asks", "1.0", "https://b.example/agents/bob-bot")})
+		Card: switchboard.PersonaCard(switchboard.CardFields{
+			Name: "Bob's bot", Description: "Asks", Version: "1.0",
+			URL: "https://b.example/agents/bob-bot",
+		})})
 	e, _ := k.Request("bob-bot", "alice-bot", inbox, "org B asks org A")
 	if e.Requester != other.Human("bob") {
 		t.Fatalf("requester %+v", e.Requester)
@@ -102,7 +112,10 @@ func TestKitTwoOrganisations(t *testing.T) {
 	rec := &recordTB{TB: t}
 	kk := switchboardtest.NewKit(rec, nil)
 	if _, err := kk.SB.Publish(ctx, switchboard.Persona{ID: "carol-bot", Owner: kk.Human("carol"),
-		Card: switchboard.PersonaCard("Carol's bot", "c", "1.0", "https://a.example/agents/carol-bot")}); err != nil {
+		Card: switchboard.PersonaCard(switchboard.CardFields{
+			Name: "Carol's bot", Description: "c", Version: "1.0",
+			URL: "https://a.example/agents/carol-bot",
+		})}); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan struct{})

@@ -40,7 +40,7 @@ func TestCLIOnALiveHostThatKeepsSigning(t *testing.T) {
 	require.NoError(t, err)
 	defer host.Close()
 	bob := is.Human("bob")
-	_, err = host.Publish(ctx, switchboard.Persona{ID: "bob-desk", Owner: bob, Card: switchboard.PersonaCard("Desk", "d", "1", "https://x.example/agents/bob-desk")})
+	_, err = host.Publish(ctx, switchboard.Persona{ID: "bob-desk", Owner: bob, Card: switchboard.PersonaCard(switchboard.CardFields{Name: "Desk", Description: "d", Version: "1", URL: "https://x.example/agents/bob-desk"})})
 	require.NoError(t, err)
 	_, cred, err := host.Vend(ctx, bob, switchboard.VendRequest{Agent: "bob-desk", Scope: switchboard.Scope{{Queue: "inbox", Verbs: []switchboard.Verb{switchboard.VerbCreateFor}}}})
 	require.NoError(t, err)

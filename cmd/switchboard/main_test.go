@@ -73,7 +73,7 @@ func fill(t *testing.T, st store.Store) {
 	require.NoError(t, err)
 	defer s.Close()
 	bob := is.Human("bob")
-	_, err = s.Publish(ctx, switchboard.Persona{ID: "bob-desk", Owner: bob, Card: switchboard.PersonaCard("Desk", "d", "1", "https://x.example/agents/bob-desk")})
+	_, err = s.Publish(ctx, switchboard.Persona{ID: "bob-desk", Owner: bob, Card: switchboard.PersonaCard(switchboard.CardFields{Name: "Desk", Description: "d", Version: "1", URL: "https://x.example/agents/bob-desk"})})
 	require.NoError(t, err)
 	verbs := []switchboard.Verb{switchboard.VerbCreateFor, switchboard.VerbClaim, switchboard.VerbComplete, switchboard.VerbFail}
 	_, cred, err := s.Vend(ctx, bob, switchboard.VendRequest{Agent: "bob-desk", Scope: switchboard.Scope{{Queue: "inbox", Verbs: verbs}}})

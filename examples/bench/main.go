@@ -258,7 +258,7 @@ func newSetup(st store.Store, cfg switchboard.Config) *setup {
 		owner switchboard.Human
 	}{{"alice-bot", alice}, {"bob-desk", bob}} {
 		_, err := sb.Publish(ctx, switchboard.Persona{ID: p.id, Owner: p.owner, Discoverable: true,
-			Card: switchboard.PersonaCard(p.id, "bench agent", "1.0.0", "https://hub.example/agents/"+p.id)})
+			Card: switchboard.PersonaCard(switchboard.CardFields{Name: p.id, Description: "bench agent", Version: "1.0.0", URL: "https://hub.example/agents/" + p.id})})
 		must(err)
 	}
 	scope := switchboard.Scope{{Queue: "inbox", Verbs: []switchboard.Verb{switchboard.VerbCreateFor}}}
@@ -647,7 +647,7 @@ func (b *bench) token() {
 		from, to := fmt.Sprintf("u%d-bot", i), fmt.Sprintf("t%d", i)
 		for _, p := range []struct{ id, owner string }{{from, fmt.Sprintf("u%d", i)}, {to, fmt.Sprintf("owner%d", i)}} {
 			_, err := s.sb.Publish(ctx, switchboard.Persona{ID: p.id, Owner: s.iss.Human(p.owner), Discoverable: true,
-				Card: switchboard.PersonaCard(p.id, "bench agent", "1.0.0", "https://hub.example/agents/"+p.id)})
+				Card: switchboard.PersonaCard(switchboard.CardFields{Name: p.id, Description: "bench agent", Version: "1.0.0", URL: "https://hub.example/agents/" + p.id})})
 			must(err)
 		}
 		_, pickup := switchboard.NewPickup()

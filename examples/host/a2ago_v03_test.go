@@ -21,8 +21,12 @@ import (
 func TestA2AGoSDKResolvesOurCards(t *testing.T) {
 	e := newEnv(t, "")
 	bob := e.signIn("bob")
-	card := switchboard.PersonaCard("Bob's desk", "pays invoices", "1.0", e.srv.URL+"/agents/bob-desk",
-		agentcard.Skill{ID: "pay", Name: "Pay", Description: "pays an invoice", Tags: []string{"finance"}})
+	card := switchboard.PersonaCard(switchboard.CardFields{
+		Name: "Bob's desk", Description: "pays invoices", Version: "1.0",
+		URL:    e.srv.URL + "/agents/bob-desk",
+		Skills: []agentcard.Skill{{ID: "pay", Name: "Pay", Description: "pays an invoice", Tags: []string{"finance"}}},
+	})
+
 	yes := true
 	card.Capabilities.ExtendedAgentCard = &yes
 	card.SecuritySchemes = map[string]agentcard.SecurityScheme{

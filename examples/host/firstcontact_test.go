@@ -38,7 +38,7 @@ func devEnv(t *testing.T) (*switchboard.Switchboard, *httptest.Server) {
 	t.Cleanup(srv.Close)
 	for _, p := range [][2]string{{"alice", "alice-bot"}, {"bob", "bob-desk"}} {
 		_, err := sb.Publish(context.Background(), switchboard.Persona{ID: p[1], Owner: is.Human(p[0]), Discoverable: true,
-			Card: switchboard.PersonaCard(p[1], "an agent", "1.0", srv.URL+"/agents/"+p[1]+"/")})
+			Card: switchboard.PersonaCard(switchboard.CardFields{Name: p[1], Description: "an agent", Version: "1.0", URL: srv.URL + "/agents/" + p[1] + "/"})})
 		require.NoError(t, err)
 	}
 	return sb, srv

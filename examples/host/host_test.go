@@ -201,7 +201,7 @@ func (e *env) signIn(subject string) *client {
 }
 
 func (c *client) publish(id, name string, discoverable bool) agentcard.Card {
-	card := switchboard.PersonaCard(name, "does "+name, "1.0", c.base+"/agents/"+id)
+	card := switchboard.PersonaCard(switchboard.CardFields{Name: name, Description: "does " + name, Version: "1.0", URL: c.base + "/agents/" + id})
 	code, out, _ := c.do("PUT", "/me/personas/"+id, map[string]any{"card": card, "discoverable": discoverable})
 	require.Equal(c.t, 200, code, out)
 	return card

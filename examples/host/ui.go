@@ -198,7 +198,7 @@ func (u *ui) sampleRequest(w http.ResponseWriter, r *http.Request, me *session) 
 	}
 	if _, err := sb.Lookup(ctx, to); errors.Is(err, switchboard.ErrNotFound) {
 		if _, err := sb.Publish(ctx, switchboard.Persona{ID: to, Owner: me.human, Discoverable: true,
-			Card: switchboard.PersonaCard(me.Name()+"'s agent", "Takes work for "+me.Name(), "1.0", strings.TrimSuffix(u.h.cfg.BaseURL, "/")+"/agents/"+to+"/")}); err != nil {
+			Card: switchboard.PersonaCard(switchboard.CardFields{Name: me.Name() + "'s agent", Description: "Takes work for " + me.Name(), Version: "1.0", URL: strings.TrimSuffix(u.h.cfg.BaseURL, "/") + "/agents/" + to + "/"})}); err != nil {
 			u.fail(w, me, err)
 			return
 		}
@@ -206,7 +206,7 @@ func (u *ui) sampleRequest(w http.ResponseWriter, r *http.Request, me *session) 
 	sam := u.h.cfg.Dev.Human("sam")
 	from := "sam-sample-" + randomToken()[:8]
 	if _, err := sb.Publish(ctx, switchboard.Persona{ID: from, Owner: sam, Discoverable: true,
-		Card: switchboard.PersonaCard("Sam's sample agent", "A sample agent the -dev host makes so you can try a decision", "1.0", strings.TrimSuffix(u.h.cfg.BaseURL, "/")+"/agents/"+from+"/")}); err != nil {
+		Card: switchboard.PersonaCard(switchboard.CardFields{Name: "Sam's sample agent", Description: "A sample agent the -dev host makes so you can try a decision", Version: "1.0", URL: strings.TrimSuffix(u.h.cfg.BaseURL, "/") + "/agents/" + from + "/"})}); err != nil {
 		u.fail(w, me, err)
 		return
 	}

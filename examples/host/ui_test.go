@@ -235,7 +235,7 @@ func TestApprovalPagesAgainstHostileInput(t *testing.T) {
 	e.signIn("bob").publish("bob-desk", "Bob's desk", true)
 	alice := e.signIn("alice")
 	evil := `<script>alert(1)</script><img src=x onerror=alert(2)>` + strings.Repeat("W", 10<<10)
-	code, out, _ := alice.do("PUT", "/me/personas/alice-bot", map[string]any{"card": switchboard.PersonaCard(evil[:120], "x", "1", alice.base+"/agents/alice-bot"), "discoverable": true})
+	code, out, _ := alice.do("PUT", "/me/personas/alice-bot", map[string]any{"card": switchboard.PersonaCard(switchboard.CardFields{Name: evil[:120], Description: "x", Version: "1", URL: alice.base + "/agents/alice-bot"}), "discoverable": true})
 	require.Equal(t, 200, code, out)
 	why := `<b>urgent</b> <a href="https://evil.example">click</a> ` + strings.Repeat("y", 900)
 	sc := switchboard.Scope{{Queue: "q<script>", Verbs: []switchboard.Verb{switchboard.VerbCreateFor}}}
@@ -259,7 +259,7 @@ func TestApprovalPagesAgainstHostileInput(t *testing.T) {
 	// Bidi overrides (which could make "evil.example" read as
 	// "elpmaxe.live") never reach a page: the card and the request refuse
 	// them.
-	code, _, _ = alice.do("PUT", "/me/personas/alice-bot", map[string]any{"card": switchboard.PersonaCard("bank\u202etxt.exe", "x", "1", alice.base+"/agents/alice-bot"), "discoverable": true})
+	code, _, _ = alice.do("PUT", "/me/personas/alice-bot", map[string]any{"card": switchboard.PersonaCard(switchboard.CardFields{Name: "bank\u202etxt.exe", Description: "x", Version: "1", URL: alice.base + "/agents/alice-bot"}), "discoverable": true})
 	require.Equal(t, http.StatusBadRequest, code, "a card name with U+202E")
 	bidi := switchboard.FriendRequest{From: "alice-bot", To: "bob-desk", Scope: twoQueues, Why: "pay \u2067this\u2069 now", Pickup: pickup}
 	bidi.IDToken = e.is.RequestToken("alice", bidi, time.Now())

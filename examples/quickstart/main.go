@@ -4,13 +4,27 @@
 // scope, work flows as a todo and is done, and a revocation cuts the grant
 // off at once.
 //
-//	go run ./examples/quickstart
+//	go run ./examples/quickstart              # a fresh store, removed at the end
+//	go run ./examples/quickstart -dir state   # kept in state/: run it again
+//
+// With -dir, the program keeps what a real one keeps across runs, in that
+// directory: the store (switchboard.db), the audit log's signing key
+// (log.key) and the last checkpoint it signed (checkpoint), and the
+// identity provider's identity — its URL and its signing key (issuer.key),
+// which here stand in for your real provider's, the same on every run —
+// so that a second run meets the same humans and agents and extends the
+// same log, checked against the checkpoint the first run kept.
 package main
 
 import (
 	"context"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/pem"
 	"errors"
+	"flag"
 	"fmt"
+	"io/fs"
 	"log"
 	"os"
 	"path/filepath"
@@ -24,19 +38,26 @@ import (
 )
 
 func main() {
-	if err := run(context.Background()); err != nil {
+	dir := flag.String("dir", "", "keep the store, the keys and the last checkpoint in this directory, and run again on them")
+	flag.Parse()
+	if err := run(context.Background(), *dir); err != nil {
 		log.Fatal(err)
 	}
 }
 
 func step(n int, title string) { fmt.Printf("\n== %d. %s\n", n, title) }
 
-func run(ctx context.Context) error {
-	dir, err := os.MkdirTemp("", "switchboard-quickstart")
-	if err != nil {
+func run(ctx context.Context, dir string) error {
+	if dir == "" {
+		tmp, err := os.MkdirTemp("", "switchboard-quickstart")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(tmp)
+		dir = tmp
+	} else if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
 	path := filepath.Join(dir, "switchboard.db")
 	st, err := bolt.Open(path, nil)
 	if err != nil {
@@ -45,35 +66,57 @@ func run(ctx context.Context) error {
 	defer st.Close()
 
 	// A local identity provider stands in for Google, Okta or Entra: it
-	// serves discovery and JWKS over HTTP and signs real ID tokens.
-	iss, err := switchboardtest.NewIssuer("switchboard-quickstart")
+	// signs real ID tokens. Its identity is kept as your real provider's
+	// is: the same URL and key on every run (a human is their issuer and
+	// subject, so a new URL would be new humans). The deployment pins its
+	// keys (Issuer.Keys); leave Keys nil to fetch them by OIDC discovery.
+	iss, err := identityProvider(filepath.Join(dir, "issuer.key"))
 	if err != nil {
 		return err
 	}
-	defer iss.Close()
-	// The audit log's signing key: a real host keeps the private half in
-	// its secrets and publishes the public half.
-	logKey, logPub, err := switchboard.NewLogKey("quickstart.example/audit")
+	// The audit log's signing key: a real host keeps it in its secrets
+	// (here a file) and publishes the public half. With a new key, the
+	// checkpoints signed by the old one could no longer be checked.
+	logKey, err := keptLogKey(filepath.Join(dir, "log.key"))
 	if err != nil {
 		return err
 	}
-	sb, err := switchboard.New(st, &switchboard.Config{Issuers: []switchboard.Issuer{iss.Config()}, LogKey: logKey})
+	// The last checkpoint signed is kept outside the store, and every
+	// new signature must extend it: whoever can write the store cannot
+	// rewrite what was signed.
+	keptFile := switchboard.CheckpointFile(filepath.Join(dir, "checkpoint"))
+	sb, err := switchboard.New(st, &switchboard.Config{
+		Issuers:     []switchboard.Issuer{{URL: iss.URL(), ClientID: iss.ClientID, Keys: iss.PublicKeys()}},
+		LogKey:      logKey,
+		Checkpoints: keptFile,
+	})
 	if err != nil {
 		return err
 	}
 	defer sb.Close()
+	logPub := sb.LogVerifierKey()
+	fmt.Println("state kept in:", dir)
+	fmt.Println("trusted OIDC issuer:", iss.URL())
+	earlier, err := keptFile.Load(ctx) // nil on a first run
+	if err != nil {
+		return err
+	}
 	alice, bob := iss.Human("alice"), iss.Human("bob")
 	fmt.Println("store:", path)
 	fmt.Println("trusted OIDC issuer:", iss.URL())
 
 	step(1, "Alice and Bob publish agents (A2A Agent Cards) in the local directory")
 	for _, p := range []switchboard.Persona{
-		{ID: "alice-travel", Owner: alice, Discoverable: true, Card: switchboard.PersonaCard(
-			"Alice's travel agent", "Books trips for Alice", "1.0", "https://hub.example/agents/alice-travel",
-			agentcard.Skill{ID: "book", Name: "Book travel", Description: "Flights and hotels", Tags: []string{"travel"}})},
-		{ID: "bob-accounts", Owner: bob, Discoverable: true, Card: switchboard.PersonaCard(
-			"Bob's accounts desk", "Pays approved invoices", "2.1", "https://hub.example/agents/bob-accounts",
-			agentcard.Skill{ID: "pay", Name: "Pay invoices", Description: "Pays invoices", Tags: []string{"finance"}})},
+		{ID: "alice-travel", Owner: alice, Discoverable: true, Card: switchboard.PersonaCard(switchboard.CardFields{
+			Name: "Alice's travel agent", Description: "Books trips for Alice", Version: "1.0",
+			URL:    "https://hub.example/agents/alice-travel",
+			Skills: []agentcard.Skill{{ID: "book", Name: "Book travel", Description: "Flights and hotels", Tags: []string{"travel"}}},
+		})},
+		{ID: "bob-accounts", Owner: bob, Discoverable: true, Card: switchboard.PersonaCard(switchboard.CardFields{
+			Name: "Bob's accounts desk", Description: "Pays approved invoices", Version: "2.1",
+			URL:    "https://hub.example/agents/bob-accounts",
+			Skills: []agentcard.Skill{{ID: "pay", Name: "Pay invoices", Description: "Pays invoices", Tags: []string{"finance"}}},
+		})},
 	} {
 		if _, err := sb.Publish(ctx, p); err != nil {
 			return err
@@ -192,16 +235,23 @@ func run(ctx context.Context) error {
 	}
 	// A signed checkpoint of the log, and a proof that Bob's approval is
 	// in it, checked with the public key alone (see docs/audit-log.md).
+	// Checkpoint first checks the log against the checkpoint kept from an
+	// earlier run: signed by this key, and extended, not rewritten.
 	cp, err := sb.Checkpoint(ctx)
 	if err != nil {
 		return err
 	}
 	fmt.Print(indent(string(cp.Note)))
-	var approval switchboard.Event
-	for _, e := range events {
-		if e.Type == switchboard.EventEdgeApproved {
-			approval = e
+	if earlier != nil {
+		last, err := switchboard.OpenCheckpoint(earlier, logPub)
+		if err != nil {
+			return err
 		}
+		fmt.Printf("it extends the checkpoint an earlier run kept (%d events)\n", last.Size)
+	}
+	approval, err := sb.EdgeEvent(ctx, bob, edge.ID, switchboard.EventEdgeApproved)
+	if err != nil {
+		return err
 	}
 	proof, err := sb.ProveEvent(ctx, approval.Seq, cp.Size)
 	if err != nil {
@@ -222,6 +272,44 @@ func run(ctx context.Context) error {
 	}
 	fmt.Printf("VerifyAudit: %d events, root %s\n", rep.Events, rep.Root)
 	return nil
+}
+
+// identityProvider is the stand-in identity provider, at a fixed URL,
+// signing with the key kept in path (made on the first run).
+func identityProvider(path string) (*switchboardtest.Issuer, error) {
+	var key *rsa.PrivateKey
+	if b, err := os.ReadFile(path); err == nil {
+		blk, _ := pem.Decode(b)
+		if blk == nil || blk.Type != "RSA PRIVATE KEY" {
+			return nil, fmt.Errorf("%s is not an RSA private key", path)
+		}
+		if key, err = x509.ParsePKCS1PrivateKey(blk.Bytes); err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+	iss, err := switchboardtest.NewIssuerAt("https://id.quickstart.example", "switchboard-quickstart", key)
+	if err != nil || key != nil {
+		return iss, err
+	}
+	b := pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(iss.SigningKey())})
+	return iss, os.WriteFile(path, b, 0o600)
+}
+
+// keptLogKey reads the audit log's signing key from path, or makes one
+// and keeps it there (0600).
+func keptLogKey(path string) (string, error) {
+	if b, err := os.ReadFile(path); err == nil {
+		return strings.TrimSpace(string(b)), nil
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return "", err
+	}
+	key, _, err := switchboard.NewLogKey("quickstart.example/audit")
+	if err != nil {
+		return "", err
+	}
+	return key, os.WriteFile(path, []byte(key+"\n"), 0o600)
 }
 
 func indent(s string) string {

@@ -52,8 +52,10 @@ func run(ctx context.Context) error {
 		return err
 	}
 	bob := iss.Human("bob")
-	if _, err := sb.Publish(ctx, switchboard.Persona{ID: "bob-desk", Owner: bob, Card: switchboard.PersonaCard(
-		"Bob's desk", "Pays invoices", "1.0.0", "https://hub.example/agents/bob-desk")}); err != nil {
+	if _, err := sb.Publish(ctx, switchboard.Persona{ID: "bob-desk", Owner: bob, Card: switchboard.PersonaCard(switchboard.CardFields{
+		Name: "Bob's desk", Description: "Pays invoices", Version: "1.0.0",
+		URL: "https://hub.example/agents/bob-desk",
+	})}); err != nil {
 		return err
 	}
 	all := []switchboard.Verb{switchboard.VerbCreateFor, switchboard.VerbClaim, switchboard.VerbHeartbeat,

@@ -307,7 +307,7 @@ func newWorld(t *rapid.T, o Options, iss *switchboardtest.Issuer, skey, vkey str
 	ctx := context.Background()
 	for id, owner := range ownerOf {
 		_, err := w.sb.Publish(ctx, sb.Persona{ID: id, Owner: iss.Human(owner), Discoverable: true,
-			Card: sb.PersonaCard(id, "the model's "+id, "1.0", "https://model.test/agents/"+id)})
+			Card: sb.PersonaCard(sb.CardFields{Name: id, Description: "the model's " + id, Version: "1.0", URL: "https://model.test/agents/" + id})})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -92,7 +92,7 @@ func TestPowerCutSwitchboard(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := sw.Publish(ctx, sb.Persona{ID: "desk", Owner: owner, Card: sb.PersonaCard("Desk", "d", "1", "https://x.example/agents/desk"), Discoverable: true}); err != nil {
+	if _, err := sw.Publish(ctx, sb.Persona{ID: "desk", Owner: owner, Card: sb.PersonaCard(sb.CardFields{Name: "Desk", Description: "d", Version: "1", URL: "https://x.example/agents/desk"}), Discoverable: true}); err != nil {
 		t.Fatal(err)
 	}
 	all := []sb.Verb{sb.VerbCreateFor, sb.VerbList, sb.VerbGet, sb.VerbClaim, sb.VerbComplete, sb.VerbFail}
@@ -192,7 +192,7 @@ func TestPowerCutSwitchboard(t *testing.T) {
 // friend sends a friend request from a new persona to the desk, approves
 // it, and revokes the grant if revoke, noting what was acknowledged.
 func (m *sbModel) friend(ctx context.Context, s *sb.Switchboard, is *switchboardtest.Issuer, owner sb.Human, sub string, revoke bool) {
-	if _, err := s.Publish(ctx, sb.Persona{ID: sub, Owner: is.Human(sub), Card: sb.PersonaCard("R", "r", "1", "https://r.example/"+sub)}); err != nil {
+	if _, err := s.Publish(ctx, sb.Persona{ID: sub, Owner: is.Human(sub), Card: sb.PersonaCard(sb.CardFields{Name: "R", Description: "r", Version: "1", URL: "https://r.example/" + sub})}); err != nil {
 		return
 	}
 	_, pickup := sb.NewPickup()

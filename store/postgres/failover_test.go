@@ -133,7 +133,7 @@ func failoverRound(t *testing.T, racing bool) {
 		for i := 0; friendCtx.Err() == nil; i++ {
 			id := fmt.Sprintf("carol-agent-%d", i)
 			if _, err := d.sb.Publish(ctx, switchboard.Persona{ID: id, Owner: carol, Discoverable: true,
-				Card: switchboard.PersonaCard(id, "carol's agent", "1.0", "https://example.test/"+id)}); err != nil {
+				Card: switchboard.PersonaCard(switchboard.CardFields{Name: id, Description: "carol's agent", Version: "1.0", URL: "https://example.test/" + id})}); err != nil {
 				time.Sleep(20 * time.Millisecond)
 				continue
 			}

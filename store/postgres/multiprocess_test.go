@@ -331,7 +331,7 @@ func newDeploymentOn(t *testing.T, dsn string, opts postgres.Options, quotas swi
 	t.Cleanup(func() { _ = d.sb.Close() }) // before the store's (cleanups run last first)
 	for _, p := range [][2]string{{"alice", "alice-bot"}, {"bob", "bob-desk"}, {"carol", "carol-desk"}, {"dave", "dave-desk"}} {
 		_, err := d.sb.Publish(context.Background(), switchboard.Persona{ID: p[1], Owner: iss.Human(p[0]), Discoverable: true,
-			Card: switchboard.PersonaCard(p[1], "test persona", "1.0", "https://example.test/"+p[1])})
+			Card: switchboard.PersonaCard(switchboard.CardFields{Name: p[1], Description: "test persona", Version: "1.0", URL: "https://example.test/" + p[1]})})
 		require.NoError(t, err)
 	}
 	return d
@@ -629,7 +629,7 @@ func TestMultiProcessQuotaAndReplayUnderContention(t *testing.T) {
 	for i := range 16 {
 		id := fmt.Sprintf("t%02d-desk", i)
 		_, err := d.sb.Publish(ctx, switchboard.Persona{ID: id, Owner: d.iss.Human(fmt.Sprintf("t%02d", i)), Discoverable: true,
-			Card: switchboard.PersonaCard(id, "test persona", "1.0", "https://example.test/"+id)})
+			Card: switchboard.PersonaCard(switchboard.CardFields{Name: id, Description: "test persona", Version: "1.0", URL: "https://example.test/" + id})})
 		require.NoError(t, err)
 		targets = append(targets, id)
 	}
@@ -658,7 +658,7 @@ func TestMultiProcessQuotaAndReplayUnderContention(t *testing.T) {
 
 	// Replay: carol's one token, 4 times in each process at once.
 	_, err := d.sb.Publish(ctx, switchboard.Persona{ID: "carol-bot", Owner: d.iss.Human("carol"), Discoverable: true,
-		Card: switchboard.PersonaCard("carol-bot", "test persona", "1.0", "https://example.test/carol-bot")})
+		Card: switchboard.PersonaCard(switchboard.CardFields{Name: "carol-bot", Description: "test persona", Version: "1.0", URL: "https://example.test/carol-bot"})})
 	require.NoError(t, err)
 	same := request("carol-bot", "carol", "bob-desk")
 	for _, p := range procs {

@@ -62,7 +62,7 @@ func TestWebhooksFromTwoProcesses(t *testing.T) {
 	}
 	ctx := context.Background()
 	owner := is.Human("owner")
-	_, err = sbs[0].Publish(ctx, switchboard.Persona{ID: "desk", Owner: owner, Card: switchboard.PersonaCard("Desk", "d", "1", "https://x.example/agents/desk")})
+	_, err = sbs[0].Publish(ctx, switchboard.Persona{ID: "desk", Owner: owner, Card: switchboard.PersonaCard(switchboard.CardFields{Name: "Desk", Description: "d", Version: "1", URL: "https://x.example/agents/desk"})})
 	require.NoError(t, err)
 	verbs := []switchboard.Verb{switchboard.VerbCreateFor, switchboard.VerbClaim, switchboard.VerbComplete, switchboard.VerbWebhook}
 	_, cred, err := sbs[0].Vend(ctx, owner, switchboard.VendRequest{Agent: "desk", Scope: switchboard.Scope{{Queue: "inbox", Verbs: verbs}}})

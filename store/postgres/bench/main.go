@@ -364,7 +364,7 @@ func setup(st store.Store) (*switchboard.Switchboard, switchboard.Credential, sw
 	must(err)
 	for _, p := range [][2]string{{"alice", "alice-bot"}, {"bob", "bob-desk"}} {
 		_, err := sb.Publish(ctx, switchboard.Persona{ID: p[1], Owner: iss.Human(p[0]), Discoverable: true,
-			Card: switchboard.PersonaCard(p[1], "bench agent", "1.0.0", "https://hub.example/agents/"+p[1])})
+			Card: switchboard.PersonaCard(switchboard.CardFields{Name: p[1], Description: "bench agent", Version: "1.0.0", URL: "https://hub.example/agents/" + p[1]})})
 		must(err)
 	}
 	scope := switchboard.Scope{{Queue: "inbox", Verbs: []switchboard.Verb{switchboard.VerbCreateFor}}}
