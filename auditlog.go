@@ -15,11 +15,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"maps"
 	"math/bits"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -32,6 +29,7 @@ import (
 	"golang.org/x/mod/sumdb/note"
 	"golang.org/x/mod/sumdb/tlog"
 
+	"github.com/switchboardhq/switchboard/auditlog"
 	"github.com/switchboardhq/switchboard/store"
 )
 
@@ -654,8 +652,8 @@ var ErrNoLogKey = errors.New("no audit log key configured (Config.LogKey; the co
 
 // ErrProof is wrapped by the errors of the proof and checkpoint checks: a
 // checkpoint whose signature or text is wrong, a proof that does not lead
-// to the checkpoint's root.
-var ErrProof = errors.New("audit proof does not verify")
+// to the checkpoint's root (auditlog.ErrProof).
+var ErrProof = auditlog.ErrProof
 
 // ErrEventPurged is wrapped by the error of ProveEvent and ProveConsistency
 // when the proof would need events retention has deleted; an auditor
@@ -667,32 +665,18 @@ var ErrEventPurged = errors.New("audit event purged")
 // signed note (golang.org/x/mod/sumdb/note, Ed25519). A human or auditor
 // who keeps one can later check, with the log's public key alone, that an
 // event is in the log (VerifyInclusion) and that the log has only been
-// appended to since (VerifyConsistency).
-type Checkpoint struct {
-	Origin string    `json:"origin"` // the log's name: the signing key's name
-	Size   uint64    `json:"size"`   // how many events the tree holds
-	Root   tlog.Hash `json:"root"`   // the tree's root hash (RFC 6962 / 9162)
-	// Note is the signed note itself — the text "<origin>\n<size>\n<root
-	// in base64>\n", a blank line and the signature line. Keep these
-	// bytes: OpenCheckpoint turns them back into a Checkpoint.
-	Note []byte `json:"note"`
-}
+// appended to since (VerifyConsistency). It is package auditlog's.
+type Checkpoint = auditlog.Checkpoint
 
-// InclusionProof proves that one event is in the log of a given size.
-type InclusionProof struct {
-	Index    uint64      `json:"index"`     // the event's leaf index: its Seq-1 (see LogOffset)
-	TreeSize uint64      `json:"tree_size"` // the size of the checkpoint it proves against
-	Leaf     []byte      `json:"leaf"`      // the event's leaf bytes (EventLeaf)
-	Hashes   []tlog.Hash `json:"hashes"`    // the RFC 6962 audit path, as tlog.ProveRecord returns it
-}
+// InclusionProof proves that one event is in the log of a given size: its
+// Leaf is the event's (EventLeaf), its Index the event's Seq-1 (see
+// LogOffset). It is package auditlog's.
+type InclusionProof = auditlog.InclusionProof
 
 // ConsistencyProof proves that the log at NewSize extends the log at
-// OldSize: every event of the older tree is in the newer, unchanged.
-type ConsistencyProof struct {
-	OldSize uint64      `json:"old_size"`
-	NewSize uint64      `json:"new_size"`
-	Hashes  []tlog.Hash `json:"hashes"` // as tlog.ProveTree returns it
-}
+// OldSize: every event of the older tree is in the newer, unchanged. It is
+// package auditlog's.
+type ConsistencyProof = auditlog.ConsistencyProof
 
 // NewLogKey generates an Ed25519 key pair for signing the audit log's
 // checkpoints, in golang.org/x/mod/sumdb/note's text forms. name is the
@@ -744,59 +728,14 @@ func (s *Switchboard) LogVerifierKey() string { return s.logVKey }
 // CheckpointStore keeps the audit log's latest signed checkpoint outside
 // the switchboard store (Config.Checkpoints): somewhere whoever can write
 // the store cannot also rewrite — a file beside the log key
-// (CheckpointFile), an object store, another database.
-type CheckpointStore interface {
-	// Load returns the checkpoint Save was last given (a signed note),
-	// or nil if none was.
-	Load(ctx context.Context) ([]byte, error)
-	// Save keeps signed (a signed note, cosignatures included) in place
-	// of the last one, durably before it returns.
-	Save(ctx context.Context, signed []byte) error
-}
+// (CheckpointFile), an object store, another database. It is package
+// auditlog's.
+type CheckpointStore = auditlog.CheckpointStore
 
 // CheckpointFile is a CheckpointStore in the file at path: written whole
 // to a temporary file, synced and renamed over the last, so a crash leaves
-// one checkpoint or the other.
-func CheckpointFile(path string) CheckpointStore { return checkpointFile(path) }
-
-type checkpointFile string
-
-func (f checkpointFile) Load(context.Context) ([]byte, error) {
-	b, err := os.ReadFile(string(f))
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	return b, err
-}
-
-func (f checkpointFile) Save(_ context.Context, signed []byte) error {
-	dir := filepath.Dir(string(f))
-	tmp, err := os.CreateTemp(dir, filepath.Base(string(f))+".*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(signed); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp.Name(), string(f)); err != nil {
-		return err
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
-}
+// one checkpoint or the other (auditlog.File).
+func CheckpointFile(path string) CheckpointStore { return auditlog.File(path) }
 
 // seenLog is the largest tree this process sequenced (as the audit log's
 // sequencer) or signed, in memory: checked before every signature like a
@@ -892,22 +831,10 @@ func (s *Switchboard) LogProblem() error {
 	return s.logProblem.err
 }
 
-// treeHash is tlog.TreeHash, with the empty tree's root (the hash of
-// nothing, RFC 6962) for size 0.
-func treeHash(size uint64, r tlog.HashReader) (tlog.Hash, error) {
-	if size == 0 {
-		return tlog.Hash(sha256Empty), nil
-	}
-	return tlog.TreeHash(int64(size), r)
-}
+// treeHash is tlog.TreeHash, with the empty tree's root for size 0.
+func treeHash(size uint64, r tlog.HashReader) (tlog.Hash, error) { return auditlog.TreeHash(size, r) }
 
-// sha256Empty is SHA-256 of the empty string: the root of an empty tree.
-var sha256Empty = [32]byte{0xe3, 0xb0, 0xc4, 0x42, 0x98, 0xfc, 0x1c, 0x14, 0x9a, 0xfb, 0xf4, 0xc8, 0x99, 0x6f, 0xb9, 0x24,
-	0x27, 0xae, 0x41, 0xe4, 0x64, 0x9b, 0x93, 0x4c, 0xa4, 0x95, 0x99, 0x1b, 0x78, 0x52, 0xb8, 0x55}
-
-func checkpointText(cp Checkpoint) string {
-	return fmt.Sprintf("%s\n%d\n%s\n", cp.Origin, cp.Size, base64.StdEncoding.EncodeToString(cp.Root[:]))
-}
+func checkpointText(cp Checkpoint) string { return auditlog.Text(cp.Origin, cp.Size, cp.Root) }
 
 // OpenCheckpoint verifies a checkpoint's signature with the log's public
 // key (verifierKey, as LogVerifierKey returns it) — or, after a key
@@ -944,51 +871,18 @@ func openCheckpoint(signed []byte, v note.Verifier) (Checkpoint, error) {
 }
 
 // openCheckpointWith checks signed with any of vs (none: only the text is
-// read) and parses its text strictly: three lines, the origin being the
-// keys' name, a decimal size without sign or leading zeros, a root of
-// exactly 32 bytes in standard base64. first reports whether vs[0] (the
-// current key) is among the signers.
+// read; see auditlog.Open and auditlog.Unverified). first reports whether
+// vs[0] (the current key) is among the signers.
 func openCheckpointWith(signed []byte, vs []note.Verifier) (cp Checkpoint, first bool, err error) {
-	var text string
-	if len(vs) > 0 {
-		n, err := note.Open(signed, note.VerifierList(vs...))
-		var unknown *note.UnverifiedNoteError
-		if errors.As(err, &unknown) {
-			// Signed, but by none of the keys given: say so, not "invalid".
-			return Checkpoint{}, false, fmt.Errorf("%w: %w (none of the %d given): %w", ErrProof, ErrUnknownLogKey, len(vs), err)
-		}
-		if err != nil {
-			return Checkpoint{}, false, fmt.Errorf("%w: signature: %w", ErrProof, err)
-		}
-		text = n.Text
-		for _, sig := range n.Sigs {
-			first = first || sig.Hash == vs[0].KeyHash() && sig.Name == vs[0].Name()
-		}
-	} else {
-		i := bytes.Index(signed, []byte("\n\n"))
-		if i < 0 {
-			return Checkpoint{}, false, fmt.Errorf("%w: not a signed note", ErrProof)
-		}
-		text = string(signed[:i+1])
+	if len(vs) == 0 {
+		cp, err = auditlog.Unverified(signed)
+		return cp, false, err
 	}
-	lines := strings.Split(text, "\n")
-	if len(lines) != 4 || lines[3] != "" {
-		return Checkpoint{}, false, fmt.Errorf("%w: a checkpoint is three lines", ErrProof)
+	cp, sigs, err := auditlog.Open(signed, vs...)
+	for _, sig := range sigs {
+		first = first || sig.Hash == vs[0].KeyHash() && sig.Name == vs[0].Name()
 	}
-	if len(vs) > 0 && lines[0] != vs[0].Name() {
-		return Checkpoint{}, false, fmt.Errorf("%w: origin %q is not the key's name %q", ErrProof, lines[0], vs[0].Name())
-	}
-	size, err := strconv.ParseUint(lines[1], 10, 64)
-	if err != nil || strconv.FormatUint(size, 10) != lines[1] {
-		return Checkpoint{}, false, fmt.Errorf("%w: size %q", ErrProof, lines[1])
-	}
-	root, err := base64.StdEncoding.Strict().DecodeString(lines[2])
-	if err != nil || len(root) != tlog.HashSize {
-		return Checkpoint{}, false, fmt.Errorf("%w: root hash %q", ErrProof, lines[2])
-	}
-	cp = Checkpoint{Origin: lines[0], Size: size, Note: bytes.Clone(signed)}
-	copy(cp.Root[:], root)
-	return cp, first, nil
+	return cp, first, err
 }
 
 // LogOffset returns how the seqs of events map to the tree's leaves: event
@@ -1088,14 +982,8 @@ func (s *Switchboard) ProveConsistency(ctx context.Context, oldSize, newSize uin
 // and returns the event. cp must come from OpenCheckpoint (or Checkpoint),
 // which checked its signature; nothing else is trusted.
 func VerifyInclusion(cp Checkpoint, p InclusionProof) (Event, error) {
-	if p.TreeSize != cp.Size {
-		return Event{}, fmt.Errorf("switchboard: verify inclusion: %w: the proof is for a log of %d events, the checkpoint states %d", ErrProof, p.TreeSize, cp.Size)
-	}
-	if p.Index >= cp.Size {
-		return Event{}, fmt.Errorf("switchboard: verify inclusion: %w: leaf %d is outside a log of %d events", ErrProof, p.Index, cp.Size)
-	}
-	if err := tlog.CheckRecord(p.Hashes, int64(cp.Size), cp.Root, int64(p.Index), tlog.RecordHash(p.Leaf)); err != nil {
-		return Event{}, fmt.Errorf("switchboard: verify inclusion: %w: leaf %d: %v", ErrProof, p.Index, err)
+	if err := auditlog.CheckInclusion(cp, p); err != nil {
+		return Event{}, fmt.Errorf("switchboard: verify inclusion: %w", err)
 	}
 	e, err := parseLeaf(p.Leaf)
 	if err != nil {
@@ -1107,18 +995,8 @@ func VerifyInclusion(cp Checkpoint, p InclusionProof) (Event, error) {
 // VerifyConsistency checks that p proves the log newer states extends the
 // log older states. Both must come from OpenCheckpoint.
 func VerifyConsistency(older, newer Checkpoint, p ConsistencyProof) error {
-	if p.OldSize != older.Size || p.NewSize != newer.Size {
-		return fmt.Errorf("switchboard: verify consistency: %w: the proof is for sizes %d and %d, the checkpoints state %d and %d",
-			ErrProof, p.OldSize, p.NewSize, older.Size, newer.Size)
-	}
-	if older.Origin != newer.Origin {
-		return fmt.Errorf("switchboard: verify consistency: %w: checkpoints of two logs (%q, %q)", ErrProof, older.Origin, newer.Origin)
-	}
-	if older.Size == 0 || older.Size > newer.Size {
-		return fmt.Errorf("switchboard: verify consistency: %w: sizes %d and %d", ErrProof, older.Size, newer.Size)
-	}
-	if err := tlog.CheckTree(p.Hashes, int64(newer.Size), newer.Root, int64(older.Size), older.Root); err != nil {
-		return fmt.Errorf("switchboard: verify consistency: %w: %v", ErrProof, err)
+	if err := auditlog.CheckConsistency(older, newer, p); err != nil {
+		return fmt.Errorf("switchboard: verify consistency: %w", err)
 	}
 	return nil
 }

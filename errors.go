@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/switchboardhq/switchboard/agentcard"
+	"github.com/switchboardhq/switchboard/auditlog"
 	"github.com/switchboardhq/switchboard/store"
 )
 
@@ -67,7 +68,7 @@ var (
 	// ErrAuditBroken too: nothing is signed until it is resolved. From
 	// OpenCheckpoint (and OpenWitnessedCheckpoint) it wraps ErrProof: the
 	// note is signed, but by none of the keys the caller gave.
-	ErrUnknownLogKey = errors.New("checkpoint signed by an unknown key")
+	ErrUnknownLogKey = auditlog.ErrUnknownKey
 	// ErrUnknownKind: a Kinds handler was given a todo of a kind nothing
 	// is registered for; the attempt fails (see Kinds for the rule).
 	ErrUnknownKind = errors.New("no handler for the todo's kind")

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/mod/sumdb/note"
 	"golang.org/x/mod/sumdb/tlog"
 
+	"github.com/switchboardhq/switchboard/auditlog"
 	"github.com/switchboardhq/switchboard/store"
 )
 
@@ -205,7 +206,7 @@ func (s *Switchboard) checkLog(t *txn, kept, seen *Checkpoint) (logView, error) 
 	if next != st.Size {
 		return v, &AuditError{Seq: seqOf(next), Reason: fmt.Sprintf("event %d, after the last checkpoint, is missing", seqOf(next))}
 	}
-	v.size, v.root = st.Size, tlog.Hash(sha256Empty)
+	v.size, v.root = st.Size, auditlog.EmptyRoot
 	if st.Size > 0 {
 		if v.frontier = fr.frontier(st.Size); v.frontier == nil {
 			return v, &AuditError{Seq: seqOf(st.Size - 1), Reason: fmt.Sprintf("the tree of %d events cannot be rebuilt", st.Size)}
@@ -218,7 +219,7 @@ func (s *Switchboard) checkLog(t *txn, kept, seen *Checkpoint) (logView, error) 
 // prefixOfEvents checks that the tree rebuilt from the events (fr, at size
 // n) has the root a states.
 func prefixOfEvents(st *logState, a logAnchor, fr *frontier, n uint64) error {
-	root := tlog.Hash(sha256Empty)
+	root := auditlog.EmptyRoot
 	if n > 0 {
 		hs := fr.frontier(n)
 		if hs == nil {
@@ -240,7 +241,7 @@ func prefixOfEvents(st *logState, a logAnchor, fr *frontier, n uint64) error {
 func (s *Switchboard) anchorFrontier(t *txn, st *logState, a logAnchor, stored bool) ([]tlog.Hash, error) {
 	seqOf := func(n uint64) uint64 { return st.Offset + n + 1 }
 	if a.cp.Size == 0 {
-		if a.cp.Root != tlog.Hash(sha256Empty) {
+		if a.cp.Root != auditlog.EmptyRoot {
 			return nil, &AuditError{Seq: seqOf(0), Reason: fmt.Sprintf("the empty log %s %s has a root that is not the empty tree's", a.which, a.did)}
 		}
 		return nil, nil
@@ -287,7 +288,7 @@ func prefixOf(t *txn, st *logState, a, base logAnchor) error {
 		return nil
 	}
 	if a.cp.Size == 0 {
-		if a.cp.Root != tlog.Hash(sha256Empty) {
+		if a.cp.Root != auditlog.EmptyRoot {
 			return &AuditError{Seq: seqOf(0), Reason: fmt.Sprintf("the empty log %s %s has a root that is not the empty tree's", a.which, a.did)}
 		}
 		return nil

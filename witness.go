@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -18,24 +17,15 @@ import (
 	"golang.org/x/mod/sumdb/note"
 	"golang.org/x/mod/sumdb/tlog"
 
+	"github.com/switchboardhq/switchboard/auditlog"
 	"github.com/switchboardhq/switchboard/internal/cosig"
 	"github.com/switchboardhq/switchboard/store"
 )
 
 // Witness is one witness's add-checkpoint endpoint (C2SP tlog-witness):
-// package witness's Client calls one over HTTP, and its Server is one.
-type Witness interface {
-	// AddCheckpoint asks the witness to cosign checkpoint (a signed note
-	// of the log's, without cosignatures), proving with proof (a
-	// consistency proof, tlog.ProveTree's form) that it extends the
-	// checkpoint of oldSize events the witness last cosigned for this log
-	// (0: none). It returns the witness's cosignature lines. A witness
-	// whose last size for the log is not oldSize answers an error
-	// matching *WitnessConflict with its size; one that finds the
-	// checkpoint inconsistent with what it cosigned (a fork, a rollback)
-	// answers an error wrapping ErrWitnessRefused.
-	AddCheckpoint(ctx context.Context, oldSize uint64, proof []tlog.Hash, checkpoint []byte) ([]byte, error)
-}
+// package witness's Client calls one over HTTP, and its Server is one. It
+// is package auditlog's.
+type Witness = auditlog.Witness
 
 // WitnessConfig is one witness the Switchboard asks to cosign its
 // checkpoints (Config.Witnesses).
@@ -63,27 +53,8 @@ const defaultWitnessTimeout = 10 * time.Second
 // from: Size is the witness's (C2SP tlog-witness's 409 Conflict). Fork
 // marks the other 409 the protocol defines — a checkpoint of the size the
 // witness last cosigned, with another root — and makes the error match
-// ErrWitnessRefused; a client that only sees the status tells it by Size
-// being the size it sent.
-type WitnessConflict struct {
-	Size uint64
-	Fork bool
-}
-
-func (e *WitnessConflict) Error() string {
-	if e.Fork {
-		return "the last checkpoint cosigned for this log has the same " + strconv.FormatUint(e.Size, 10) + " events and another root: a fork"
-	}
-	return "the last checkpoint cosigned for this log has " + strconv.FormatUint(e.Size, 10) + " events"
-}
-
-// Unwrap returns ErrWitnessRefused for a fork, else nil.
-func (e *WitnessConflict) Unwrap() error {
-	if e.Fork {
-		return ErrWitnessRefused
-	}
-	return nil
-}
+// ErrWitnessRefused. It is package auditlog's.
+type WitnessConflict = auditlog.WitnessConflict
 
 var (
 	// ErrWitnessRefused: a witness refused to cosign because the
@@ -92,16 +63,16 @@ var (
 	// (C2SP tlog-witness's 422, or 409 for another root at the same
 	// size). Checkpoint's error is then an *AuditError wrapping both it
 	// and ErrAuditBroken, and the checkpoint is neither stored nor kept.
-	ErrWitnessRefused = errors.New("witness refused the checkpoint")
+	ErrWitnessRefused = auditlog.ErrWitnessRefused
 	// ErrWitnessForbidden: a witness does not witness this log or does
 	// not trust the key that signed the checkpoint (C2SP tlog-witness's
 	// 404 and 403) — after a key rotation, give every witness the new
 	// key before the log signs with it. The checkpoint stands.
-	ErrWitnessForbidden = errors.New("witness does not accept this log or its key")
+	ErrWitnessForbidden = auditlog.ErrWitnessForbidden
 	// ErrWitness is wrapped by Checkpoint's error when a witness could
 	// not be asked in time or answered nonsense; the checkpoint itself
 	// stands.
-	ErrWitness = errors.New("witness unavailable")
+	ErrWitness = auditlog.ErrWitness
 )
 
 type witness struct {
@@ -192,7 +163,7 @@ func (s *Switchboard) askWitnesses(ctx context.Context, cp Checkpoint, olds []ui
 	var wg sync.WaitGroup
 	for i := range s.witnesses {
 		w := &s.witnesses[i]
-		if has, err := hasCosignature(cp.Note, w.v); err != nil || has {
+		if has, err := auditlog.HasCosignature(cp.Note, w.v); err != nil || has {
 			continue
 		}
 		wg.Add(1)
@@ -348,19 +319,6 @@ func (s *Switchboard) logOnly(signed []byte) ([]byte, error) {
 	return out, nil
 }
 
-// hasCosignature reports whether signed carries a valid cosignature of v.
-func hasCosignature(signed []byte, v *cosig.Verifier) (bool, error) {
-	n, err := note.Open(signed, note.VerifierList(v))
-	if err != nil {
-		var unverified *note.UnverifiedNoteError
-		if errors.As(err, &unverified) {
-			return false, nil
-		}
-		return false, err
-	}
-	return len(n.Sigs) > 0, nil
-}
-
 // parseSigLine reads one signed-note signature line.
 func parseSigLine(line []byte) (note.Signature, error) {
 	s, ok := strings.CutPrefix(string(line), "— ")
@@ -391,28 +349,12 @@ func OpenWitnessedCheckpoint(signed []byte, verifierKey string, witnessKeys []st
 	if err != nil {
 		return Checkpoint{}, nil, err
 	}
-	if quorum < 1 || quorum > len(witnessKeys) {
-		return fail(invalid("quorum %d of %d witnesses", quorum, len(witnessKeys)))
+	names, err := auditlog.Cosigners(signed, witnessKeys, quorum)
+	if errors.Is(err, auditlog.ErrQuorum) {
+		return fail(invalid("%v", err))
 	}
-	var names []string
-	for i, k := range witnessKeys {
-		v, err := cosig.NewVerifier(k)
-		if err != nil {
-			return fail(invalid("witness key %d: %v", i, err))
-		}
-		if slices.Contains(names, v.Name()) {
-			continue
-		}
-		ok, err := hasCosignature(signed, v)
-		if err != nil {
-			return fail(fmt.Errorf("%w: cosignature of %s: %v", ErrProof, v.Name(), err))
-		}
-		if ok {
-			names = append(names, v.Name())
-		}
-	}
-	if len(names) < quorum {
-		return fail(fmt.Errorf("%w: %d of the %d witness cosignatures required", ErrProof, len(names), quorum))
+	if err != nil {
+		return fail(err)
 	}
 	return cp, names, nil
 }

@@ -3,12 +3,17 @@
 // Server that cosigns a log's checkpoint only after checking a
 // consistency proof from the last checkpoint it cosigned for that log —
 // so a log cannot show it two histories, or roll back, without being
-// refused — and a Client, the switchboard.Witness that asks one over HTTP.
+// refused — and a Client, the auditlog.Witness that asks one over HTTP.
 //
 // Two hosts whose humans friend each other each have an interest in the
 // other's record of their approvals: each can run a Server for the other
 // (examples/host does, with -witness-for) and name the other's in
 // switchboard.Config.Witnesses.
+//
+// It speaks package auditlog's types (switchboard re-exports them under
+// the same names: switchboard.Witness is auditlog.Witness,
+// switchboard.WitnessConflict is auditlog.WitnessConflict), and imports
+// nothing of package switchboard.
 package witness
 
 import (
@@ -30,20 +35,20 @@ import (
 	"golang.org/x/mod/sumdb/note"
 	"golang.org/x/mod/sumdb/tlog"
 
-	"github.com/switchboardhq/switchboard"
+	"github.com/switchboardhq/switchboard/auditlog"
 	"github.com/switchboardhq/switchboard/internal/cosig"
 	"github.com/switchboardhq/switchboard/store"
 )
 
-// Errors a Server's AddCheckpoint returns (besides *switchboard.WitnessConflict
-// and errors wrapping switchboard.ErrWitnessRefused), matched with
+// Errors a Server's AddCheckpoint returns (besides *auditlog.WitnessConflict
+// and errors wrapping auditlog.ErrWitnessRefused), matched with
 // errors.Is. ErrUnknownLog and ErrBadSignature also match
-// switchboard.ErrWitnessForbidden, as the Client's errors for 404 and 403
+// auditlog.ErrWitnessForbidden, as the Client's errors for 404 and 403
 // do.
 var (
-	ErrUnknownLog   = fmt.Errorf("%w: unknown log", switchboard.ErrWitnessForbidden)                           // 404: no log of that origin is witnessed here
-	ErrBadSignature = fmt.Errorf("%w: the checkpoint's signature is invalid", switchboard.ErrWitnessForbidden) // 403: no signature by a key of the log verifies
-	ErrBadRequest   = errors.New("malformed request")                                                          // 400
+	ErrUnknownLog   = fmt.Errorf("%w: unknown log", auditlog.ErrWitnessForbidden)                           // 404: no log of that origin is witnessed here
+	ErrBadSignature = fmt.Errorf("%w: the checkpoint's signature is invalid", auditlog.ErrWitnessForbidden) // 403: no signature by a key of the log verifies
+	ErrBadRequest   = errors.New("malformed request")                                                       // 400
 )
 
 // Log is a log a Server witnesses: its origin (the first line of its
@@ -80,7 +85,7 @@ type Config struct {
 // checkpoint it cosigned (the log's signed note).
 const table = "witness_logs"
 
-// Server is a witness. Its AddCheckpoint makes it a switchboard.Witness
+// Server is a witness. Its AddCheckpoint makes it an auditlog.Witness
 // in the same process; ServeHTTP serves it as C2SP tlog-witness's
 // add-checkpoint endpoint.
 type Server struct {
@@ -180,14 +185,14 @@ func parseCheckpoint(text string) (checkpoint, error) {
 	return c, nil
 }
 
-// AddCheckpoint is switchboard.Witness's: it checks that signed (the log's
+// AddCheckpoint is auditlog.Witness's: it checks that signed (the log's
 // signed note, which may carry extension lines and other signatures) is
 // signed by a key of the log and extends, by proof, the last checkpoint
 // cosigned for that log — which must have oldSize events — records it,
 // and returns its cosignature line. Another root at the size cosigned
-// last (the empty tree's included) is a *switchboard.WitnessConflict with
-// Fork set, matching switchboard.ErrWitnessRefused (409); a proof that does
-// not lead from the last one wraps switchboard.ErrWitnessRefused (422).
+// last (the empty tree's included) is a *auditlog.WitnessConflict with
+// Fork set, matching auditlog.ErrWitnessRefused (409); a proof that does
+// not lead from the last one wraps auditlog.ErrWitnessRefused (422).
 // Both are reported to Config.Logger.
 func (s *Server) AddCheckpoint(ctx context.Context, oldSize uint64, proof []tlog.Hash, signed []byte) ([]byte, error) {
 	line, err := s.addCheckpoint(ctx, oldSize, proof, signed)
@@ -234,7 +239,7 @@ func (s *Server) addCheckpoint(ctx context.Context, oldSize uint64, proof []tlog
 			return err
 		}
 		if oldSize != last.size {
-			return &switchboard.WitnessConflict{Size: last.size}
+			return &auditlog.WitnessConflict{Size: last.size}
 		}
 		switch {
 		case !seen:
@@ -242,7 +247,7 @@ func (s *Server) addCheckpoint(ctx context.Context, oldSize uint64, proof []tlog
 		case cp.size == last.size:
 			if cp.root != last.root {
 				s.refuse(origin, fmt.Errorf("a checkpoint of %d events with another root than the one cosigned: a fork", cp.size))
-				return &switchboard.WitnessConflict{Size: last.size, Fork: true}
+				return &auditlog.WitnessConflict{Size: last.size, Fork: true}
 			}
 		case oldSize == 0:
 			// Cosigned before at size 0 only: any tree extends the empty one.
@@ -262,7 +267,7 @@ func (s *Server) addCheckpoint(ctx context.Context, oldSize uint64, proof []tlog
 func (s *Server) refuse(origin string, err error) error {
 	s.cfg.Logger.LogAttrs(context.Background(), slog.LevelError, "witness: refused a checkpoint: the log is not consistent with what it showed before",
 		slog.String("origin", origin), slog.String("error", err.Error()))
-	return fmt.Errorf("%w: %v", switchboard.ErrWitnessRefused, err)
+	return fmt.Errorf("%w: %v", auditlog.ErrWitnessRefused, err)
 }
 
 // MaxRequest is the largest add-checkpoint request body ServeHTTP reads
@@ -299,7 +304,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	line, err := s.AddCheckpoint(r.Context(), old, proof, signed)
-	var conflict *switchboard.WitnessConflict
+	var conflict *auditlog.WitnessConflict
 	switch {
 	case err == nil:
 		w.Header().Set("Content-Type", "text/x.tlog.cosignature")
@@ -308,7 +313,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/x.tlog.size")
 		w.WriteHeader(http.StatusConflict)
 		_, _ = fmt.Fprintf(w, "%d\n", conflict.Size)
-	case errors.Is(err, switchboard.ErrWitnessRefused):
+	case errors.Is(err, auditlog.ErrWitnessRefused):
 		http.Error(w, err.Error(), http.StatusUnprocessableEntity)
 	case errors.Is(err, ErrUnknownLog):
 		http.Error(w, err.Error(), http.StatusNotFound)
@@ -354,12 +359,12 @@ func parseRequest(body []byte) (uint64, []tlog.Hash, []byte, error) {
 	return old, proof, signed, nil
 }
 
-// Client asks a witness over HTTP (C2SP tlog-witness): a switchboard.Witness.
+// Client asks a witness over HTTP (C2SP tlog-witness): an auditlog.Witness.
 // Its errors follow the protocol's statuses: 409 is a
-// *switchboard.WitnessConflict with the witness's size; 422 wraps
-// switchboard.ErrWitnessRefused; 403 and 404 wrap
-// switchboard.ErrWitnessForbidden; anything else (a timeout, 400, 5xx) is
-// an error the Switchboard files under switchboard.ErrWitness. A 200
+// *auditlog.WitnessConflict with the witness's size; 422 wraps
+// auditlog.ErrWitnessRefused; 403 and 404 wrap
+// auditlog.ErrWitnessForbidden; anything else (a timeout, 400, 5xx) is
+// an error the Switchboard files under auditlog.ErrWitness. A 200
 // answer is returned whole: one or more signature lines, of which the
 // Switchboard keeps those its WitnessConfig.Key verifies.
 type Client struct {
@@ -372,9 +377,9 @@ type Client struct {
 	Timeout time.Duration
 }
 
-var _ switchboard.Witness = (*Client)(nil)
+var _ auditlog.Witness = (*Client)(nil)
 
-// AddCheckpoint is switchboard.Witness's, over HTTP.
+// AddCheckpoint is auditlog.Witness's, over HTTP.
 func (c *Client) AddCheckpoint(ctx context.Context, oldSize uint64, proof []tlog.Hash, signed []byte) ([]byte, error) {
 	line, err := c.addCheckpoint(ctx, oldSize, proof, signed)
 	if err != nil {
@@ -423,13 +428,13 @@ func (c *Client) addCheckpoint(ctx context.Context, oldSize uint64, proof []tlog
 		if err != nil {
 			return nil, errors.New("409 without a size")
 		}
-		return nil, &switchboard.WitnessConflict{Size: size}
+		return nil, &auditlog.WitnessConflict{Size: size}
 	case http.StatusUnprocessableEntity:
-		return nil, fmt.Errorf("%w: 422: %s", switchboard.ErrWitnessRefused, clip(body))
+		return nil, fmt.Errorf("%w: 422: %s", auditlog.ErrWitnessRefused, clip(body))
 	case http.StatusForbidden:
-		return nil, fmt.Errorf("%w: 403: no signature on the checkpoint verifies with the keys it holds for the log (after a key rotation, give it the new key first): %s", switchboard.ErrWitnessForbidden, clip(body))
+		return nil, fmt.Errorf("%w: 403: no signature on the checkpoint verifies with the keys it holds for the log (after a key rotation, give it the new key first): %s", auditlog.ErrWitnessForbidden, clip(body))
 	case http.StatusNotFound:
-		return nil, fmt.Errorf("%w: 404: it does not witness this log: %s", switchboard.ErrWitnessForbidden, clip(body))
+		return nil, fmt.Errorf("%w: 404: it does not witness this log: %s", auditlog.ErrWitnessForbidden, clip(body))
 	}
 	return nil, fmt.Errorf("%s: %s", resp.Status, clip(body))
 }
