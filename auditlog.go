@@ -842,7 +842,9 @@ func checkpointText(cp Checkpoint) string { return auditlog.Text(cp.Origin, cp.S
 // needs nothing from the store: a third party keeps the note's bytes and
 // the key, and checks proofs against the result. Cosignatures the note
 // carries besides the log's signature are ignored (see
-// OpenWitnessedCheckpoint).
+// OpenWitnessedCheckpoint). A note that does not verify wraps ErrProof, and
+// ErrUnknownLogKey too when it is signed by none of the keys given; a
+// malformed key is ErrInvalidArgument.
 func OpenCheckpoint(signed []byte, verifierKey string, previousKeys ...string) (Checkpoint, error) {
 	var vs []note.Verifier
 	for _, k := range append([]string{verifierKey}, previousKeys...) {
@@ -886,7 +888,7 @@ func openCheckpointWith(signed []byte, vs []note.Verifier) (cp Checkpoint, first
 }
 
 // LogOffset returns how the seqs of events map to the tree's leaves: event
-// seq is leaf seq-1-offset. It is 0 but in a store upgraded from the
+// seq is leaf seq-1-offset. It is 0 except in a store upgraded from the
 // hash-chained layout after retention had purged events (their seqs are
 // not in the tree).
 func (s *Switchboard) LogOffset(ctx context.Context) (uint64, error) {
@@ -904,7 +906,9 @@ func (s *Switchboard) LogOffset(ctx context.Context) (uint64, error) {
 // ProveEvent returns the proof that event seq is in the log of treeSize
 // events — the Size of a checkpoint the caller holds (0 means the log's
 // current size). The proof carries the event's leaf, so VerifyInclusion
-// needs only it and the checkpoint.
+// needs only it and the checkpoint. A treeSize larger than the log is
+// ErrInvalidArgument; a seq not in the tree of treeSize events is
+// ErrNotFound naming both; an event retention purged is ErrEventPurged.
 func (s *Switchboard) ProveEvent(ctx context.Context, seq, treeSize uint64) (InclusionProof, error) {
 	var p InclusionProof
 	err := s.view(ctx, func(t *txn) error {
@@ -919,7 +923,7 @@ func (s *Switchboard) ProveEvent(ctx context.Context, seq, treeSize uint64) (Inc
 			return invalid("tree size %d is larger than the log (%d events)", treeSize, st.Size)
 		}
 		if seq <= st.Offset || seq-st.Offset > treeSize {
-			return notFound("event")
+			return fmt.Errorf("%w: event %d is not in a log of %d events", ErrNotFound, seq, treeSize)
 		}
 		n := seq - st.Offset - 1
 		if n < st.Purged {
@@ -927,7 +931,7 @@ func (s *Switchboard) ProveEvent(ctx context.Context, seq, treeSize uint64) (Inc
 		}
 		v, err := t.tx.Get(tEvents, be64b(seq))
 		if errors.Is(err, store.ErrNotFound) {
-			return notFound("event")
+			return fmt.Errorf("%w: event %d", ErrNotFound, seq)
 		}
 		if err != nil {
 			return err
@@ -951,7 +955,9 @@ func (s *Switchboard) ProveEvent(ctx context.Context, seq, treeSize uint64) (Inc
 
 // ProveConsistency returns the proof that the log of newSize events (0:
 // its current size) extends the log of oldSize events, as two checkpoints
-// state them.
+// state them. Sizes not 0 < oldSize ≤ newSize ≤ the log's size are
+// ErrInvalidArgument; a proof that needs hashes retention purged is
+// ErrEventPurged.
 func (s *Switchboard) ProveConsistency(ctx context.Context, oldSize, newSize uint64) (ConsistencyProof, error) {
 	var p ConsistencyProof
 	err := s.view(ctx, func(t *txn) error {
@@ -980,7 +986,8 @@ func (s *Switchboard) ProveConsistency(ctx context.Context, oldSize, newSize uin
 
 // VerifyInclusion checks that p proves its event is in the log cp states,
 // and returns the event. cp must come from OpenCheckpoint (or Checkpoint),
-// which checked its signature; nothing else is trusted.
+// which checked its signature; nothing else is trusted. A proof for
+// another size, or whose path does not reach cp.Root, wraps ErrProof.
 func VerifyInclusion(cp Checkpoint, p InclusionProof) (Event, error) {
 	if err := auditlog.CheckInclusion(cp, p); err != nil {
 		return Event{}, fmt.Errorf("switchboard: verify inclusion: %w", err)

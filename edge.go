@@ -195,18 +195,22 @@ func (a Approval) Text() string {
 // in the target human's approvals queue. The pending edge grants nothing.
 //
 // created says whether this call made the edge. Re-sending the identical
-// request (same from, to, scope and why) while it is pending is an
+// request (same from, to, scope, why, pickup verifier and key) while it is
+// pending is an
 // idempotent retry: the pending edge is returned with created false and
 // nothing new is stored (a new token sent with the retry is spent, so it
 // cannot carry anything else). A pending request in the same direction with
-// a different scope or why is ErrConflict. Any other use of a token already
+// a different scope, why, pickup or key is ErrConflict, naming the pending
+// edge (its requesting human may Withdraw it). Any other use of a token already
 // spent is ErrProvenance: one token proves one request.
 //
-// Errors: ErrInvalidArgument for malformed input; ErrProvenance for a token
-// that fails any check (hosts answer 401); ErrForbidden when the token is
-// valid but its human does not own r.From (403); ErrNotFound for a target the
-// directory does not resolve; ErrConflict as above. A failed request stores
-// nothing.
+// Errors: ErrInvalidArgument for malformed input, or for a target with
+// RequireProof and a request without Key; ErrProvenance for a token that
+// fails any check (hosts answer 401); ErrForbidden when the token is valid
+// but its human does not own r.From (403); ErrNotFound for a target the
+// directory does not resolve; ErrConflict as above; ErrQuotaExceeded and
+// ErrRateLimited (each a *RetryError saying when to try again) for the
+// anti-spam limits (Config.Quotas). A failed request stores nothing.
 func (s *Switchboard) Request(ctx context.Context, r FriendRequest) (edge Edge, created bool, err error) {
 	fail := func(err error) (Edge, bool, error) { return Edge{}, false, fmt.Errorf("switchboard: request: %w", err) }
 	if err := s.checkName("from", r.From); err != nil {
@@ -296,7 +300,7 @@ func (s *Switchboard) Request(ctx context.Context, r FriendRequest) (edge Edge, 
 				out = old.Edge
 				return nil
 			default:
-				return fmt.Errorf("%w: a different request from %s to %s is already pending; withdraw it first", ErrConflict, r.From, r.To)
+				return fmt.Errorf("%w: a different request from %s to %s is already pending (%s); withdraw it first", ErrConflict, r.From, r.To, old.ID)
 			}
 		}
 		if err := t.checkReplay(prov); err != nil {
@@ -400,7 +404,8 @@ func (t *txn) decide(e *edgeRec, state EdgeState, actor string, typ EventType) e
 // yet. The requesting agent creates it by calling Collect with the edge id
 // and its pickup secret, once, within Config.PickupWindow — so no plaintext
 // credential ever waits in a host. Only the target's human may approve:
-// anyone else gets ErrNotFound.
+// anyone else gets ErrNotFound. An edge no longer pending (approved,
+// denied, withdrawn, or past its expiry) is ErrInvalidTransition.
 func (s *Switchboard) Approve(ctx context.Context, approver Human, edgeID string, narrowed Scope) (Grant, error) {
 	return s.ApproveWith(ctx, approver, edgeID, ApproveOptions{Scope: narrowed})
 }
@@ -418,7 +423,7 @@ type ApproveOptions struct {
 	// lists it — whether or not Reap has run since; Reap records the
 	// expiry and cancels the rest. Todos claimed before it finish. Zero:
 	// the grant lasts until revoked. It must lie in the future (and
-	// before 2200).
+	// before 2200): otherwise ErrInvalidArgument.
 	ExpiresAt time.Time
 }
 
@@ -538,13 +543,15 @@ func (t *txn) linkReplacement(old *grantRec, next string) error {
 }
 
 // Deny refuses a pending friend request. Only the target's human may deny;
-// anyone else gets ErrNotFound.
+// anyone else gets ErrNotFound. An edge no longer pending is
+// ErrInvalidTransition.
 func (s *Switchboard) Deny(ctx context.Context, human Human, edgeID string) error {
 	return s.settle(ctx, "deny", human, edgeID, true, EdgeDenied, EventEdgeDenied)
 }
 
 // Withdraw takes back a pending friend request. Only the requesting human
-// may withdraw; anyone else gets ErrNotFound.
+// may withdraw; anyone else gets ErrNotFound. An edge no longer pending is
+// ErrInvalidTransition.
 func (s *Switchboard) Withdraw(ctx context.Context, human Human, edgeID string) error {
 	return s.settle(ctx, "withdraw", human, edgeID, false, EdgeWithdrawn, EventEdgeWithdrawn)
 }

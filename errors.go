@@ -52,13 +52,16 @@ var (
 	ErrCardSignature = agentcard.ErrSignature
 	// ErrQuotaExceeded: a friend request would go over a count limit (live
 	// edges of the requesting human, pending requests waiting for the
-	// target human). The error is a *RetryError.
+	// target human): then the error is a *RetryError. RegisterWebhook past
+	// WebhookConfig.PerGrant is ErrQuotaExceeded too, not a *RetryError
+	// (delete a webhook first).
 	ErrQuotaExceeded = errors.New("quota exceeded")
 	// ErrRateLimited: a friend request came too soon (a rate bucket is empty
 	// or a cooldown after a deny or withdraw is running). The error is a
 	// *RetryError saying when to retry.
 	ErrRateLimited = errors.New("rate limited")
-	// ErrQueueEmpty: Claim found no ready todo.
+	// ErrQueueEmpty: Claim, ClaimN or CompleteAndClaim found no ready todo
+	// (StatusOf: 204). With ClaimOptions.Wait they block instead.
 	ErrQueueEmpty = errors.New("queue empty")
 	// ErrUnknownLogKey: the log's checkpoint is signed by a key that is
 	// neither Config.LogKey nor one of Config.PreviousLogKeys — most often

@@ -89,7 +89,11 @@ func (e *Event) sanitize() {
 	e.Type = EventType(validUTF8(string(e.Type)))
 }
 
-// ErrAuditBroken is wrapped by the *AuditError VerifyAudit returns.
+// ErrAuditBroken is wrapped by every *AuditError: from VerifyAudit,
+// Checkpoint and CheckLog (the log no longer holds what was signed, kept
+// or seen), New (an older store's hash chain that does not verify while
+// upgrading), Reap's LogProblem and a Subscription's Err. Nothing is
+// signed while it stands.
 var ErrAuditBroken = errors.New("audit log broken")
 
 // AuditError is the first damage VerifyAudit found, or what Checkpoint and

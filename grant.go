@@ -37,10 +37,10 @@ type Grant struct {
 	Grantor      Human         `json:"grantor"`              // the human who approved or vended it
 	Scope        Scope         `json:"scope"`                // normalized
 	EdgeID       string        `json:"edge,omitempty"`       // the friend edge, if any
-	State        GrantState    `json:"state"`                //
+	State        GrantState    `json:"state"`                // active or revoked (an expiry reads as revoked once Reap records it; see ExpiresAt)
 	ExpiresAt    time.Time     `json:"expires_at,omitzero"`  // zero: never
 	DefaultLease time.Duration `json:"default_lease"`        // zero: Config.DefaultLease
-	CreatedAt    time.Time     `json:"created_at,omitzero"`  //
+	CreatedAt    time.Time     `json:"created_at,omitzero"`  // when it was minted
 	RevokedAt    time.Time     `json:"revoked_at,omitzero"`  // zero while active
 	RevokedBy    string        `json:"revoked_by,omitempty"` // the actor who revoked it, or "system" on expiry
 	// CollectBy is, for a friend grant whose credential the requesting
@@ -301,7 +301,8 @@ type VendRequest struct {
 	// non-zero time must lie in [1970, 2200) UTC.
 	ExpiresAt time.Time `json:"expires_at,omitzero"`
 	// DefaultLease is the lease length for claims that name none; zero means
-	// Config.DefaultLease. In JSON, nanoseconds.
+	// Config.DefaultLease. In JSON, a Go duration string ("5m0s"); a
+	// number of nanoseconds is read too.
 	DefaultLease time.Duration `json:"default_lease,omitempty"`
 	// Key, if set, binds the grant to the agent's public key (a JWK, as
 	// FriendRequest.Key): every call needs a DPoP proof by it. Required
@@ -311,7 +312,11 @@ type VendRequest struct {
 
 // Vend lets human grant one of their own agents a scope over their own
 // queues, so the agent can drain them. It returns the grant and its
-// credential, which is shown only this once.
+// credential, which is shown only this once. Errors: ErrNotFound naming the
+// persona, for an Agent or Target that does not exist or is not human's
+// (the two read the same); ErrInvalidArgument for a malformed scope, a
+// DefaultLease outside [0, Config.MaxLease], an ExpiresAt in the past, or
+// a Target with RequireProof and no Key.
 func (s *Switchboard) Vend(ctx context.Context, human Human, r VendRequest) (Grant, Credential, error) {
 	if err := human.validate(); err != nil {
 		return Grant{}, "", fmt.Errorf("switchboard: vend: %w", err)
@@ -346,11 +351,11 @@ func (s *Switchboard) Vend(ctx context.Context, human Human, r VendRequest) (Gra
 		}
 		for _, id := range []string{r.Agent, r.Target} {
 			p, err := t.persona(id)
+			if isNotFound(err) || err == nil && p.Owner != human {
+				return notFoundNamed("persona", id) // not yours looks like not there
+			}
 			if err != nil {
 				return err
-			}
-			if p.Owner != human {
-				return notFound("persona") // not yours looks like not there
 			}
 			if id == r.Target && p.RequireProof && jkt == "" {
 				return invalid("persona %s accepts only grants bound to a key: set VendRequest.Key", id)

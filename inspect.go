@@ -13,13 +13,13 @@ import (
 
 // QueueStats is one queue's todo counts.
 type QueueStats struct {
-	Queue     string `json:"queue"` // its address: "persona/queue"; "~…" for approvals and system queues
-	Ready     int    `json:"ready"`
-	Delayed   int    `json:"delayed"`
-	Leased    int    `json:"leased"`
-	Done      int    `json:"done"`
-	Dead      int    `json:"dead"`
-	Cancelled int    `json:"cancelled"`
+	Queue     string `json:"queue"`     // its address: "persona/queue"; "~…" for approvals and system queues
+	Ready     int    `json:"ready"`     // queued and available now
+	Delayed   int    `json:"delayed"`   // queued, available later (NewTodo.Delay, a retry's backoff)
+	Leased    int    `json:"leased"`    // claimed, under a lease
+	Done      int    `json:"done"`      // completed, kept until retention purges them
+	Dead      int    `json:"dead"`      // failed their last attempt: Redrive or RedriveDead puts them back
+	Cancelled int    `json:"cancelled"` // cancelled (by their creator, an owner, or a revocation)
 }
 
 // InspectQueues counts the todos of every queue, by state, sorted by
@@ -147,8 +147,9 @@ func (s *Switchboard) InspectTodo(ctx context.Context, id string) (Todo, error) 
 // RedriveDead puts dead todos of a queue back in it, attempts reset: the
 // ids given, or every dead todo of the queue when none is. It is the
 // operator's repair, through no grant, audited as the system's; it returns
-// how many it re-queued. An id that is not a dead todo of the queue is an
-// error, and nothing changes.
+// how many it re-queued. An id that is not a todo of the queue is
+// ErrNotFound, one that is not dead ErrInvalidTransition, and then nothing
+// changes.
 func (s *Switchboard) RedriveDead(ctx context.Context, address string, ids ...string) (int, error) {
 	qkey, err := queueKeyOf(address)
 	if err != nil {

@@ -153,7 +153,8 @@ func isEmpty(tx store.Tx) bool {
 }
 
 // UpgradeRecords brings a store from layout 7 to 8: from then on todo
-// records are written in the form V3 — checksummed (a damaged record is
+// records are written in the form V3 (layout 8's; V2 is layout 7's) —
+// checksummed (a damaged record is
 // ErrDamaged, never another todo) and laid out so that PostgreSQL logs an
 // update as the fields it changed. Run it once every process sharing the
 // store runs this version or a later one (which read V3); a process of an

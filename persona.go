@@ -94,6 +94,9 @@ type Persona struct {
 // Publish stores a persona in the local directory, or updates the card and
 // discoverability of one the same human already owns. The host must have
 // authenticated p.Owner. A persona id owned by another human is ErrConflict.
+// A card that is not valid, or that invites direct A2A task delivery (an
+// interface whose binding is not BindingSwitchboard, streaming or push
+// notifications), is ErrInvalidArgument.
 // Only discoverable personas can be looked up or friend-requested by others.
 func (s *Switchboard) Publish(ctx context.Context, p Persona) (Persona, error) {
 	if err := p.Owner.validate(); err != nil {

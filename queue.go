@@ -31,7 +31,8 @@ func (s *Switchboard) Cancel(ctx context.Context, c Auth, todoID, reason string)
 }
 
 // Redrive puts a dead todo back in its queue with its attempts reset. It
-// needs the redrive verb (queue owner only).
+// needs the redrive verb (queue owner only). A todo that is not dead is
+// ErrInvalidTransition.
 func (s *Switchboard) Redrive(ctx context.Context, c Auth, todoID string) error {
 	err := s.update(ctx, func(t *txn) error {
 		g, r, err := s.todoFor(t, c, todoID, VerbRedrive)

@@ -174,9 +174,11 @@ func (s *Switchboard) Reap(ctx context.Context) (ReapStats, error) {
 // once. Reap errors other than a closed store are retried at the next tick
 // and reported to Config.Logger; a closed store ends Run with ErrClosed.
 //
-// Run is optional: Claim recovers expired leases by itself and lapsed
-// requests and grants are refused when used. Run keeps queues and the
-// approvals inbox tidy and re-delivers work without waiting for a claim.
+// With Config.Webhooks set, Run also delivers webhooks: without it none
+// is ever sent. Otherwise Run is optional: Claim recovers expired leases
+// by itself, and lapsed requests and grants are refused when used; Run
+// keeps queues and the approvals inbox tidy, re-delivers work without
+// waiting for a claim, signs checkpoints and applies retention.
 func (s *Switchboard) Run(ctx context.Context) error {
 	if s.cfg.Webhooks != nil {
 		dctx, stop := context.WithCancel(ctx)

@@ -164,7 +164,8 @@ func (s Scope) clone() Scope {
 
 // Normalize returns s in normal form: entries for one queue merged, verbs
 // sorted and deduplicated, empty entries dropped. It does not validate names
-// or verbs; Validate does.
+// or verbs: Request, Approve and Vend do, refusing a bad one with
+// ErrInvalidArgument.
 func Normalize(s Scope) Scope {
 	byQueue := map[string][]Verb{}
 	for _, e := range s {

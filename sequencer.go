@@ -377,7 +377,9 @@ func encodeLease(holder string, until time.Time) []byte {
 // notifications — and waits for it. It does not close the store, which the
 // caller owns. Calls made after Close still work, but blocked claims and
 // subscriptions no longer hear of other processes' commits before their
-// next poll. Close is idempotent.
+// next poll. Close is idempotent. Stop Run, Work loops and subscriptions
+// first (cancel their contexts and wait for them to return), then Close,
+// then close the store.
 func (s *Switchboard) Close() error {
 	s.closeOnce.Do(func() {
 		if s.seq != nil {

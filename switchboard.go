@@ -36,9 +36,14 @@ type Config struct {
 	// HTTPClient is used for OIDC discovery and JWKS fetches. Default a new
 	// http.Client with a 10 second timeout (not http.DefaultClient).
 	HTTPClient *http.Client
-	// Logger receives what switchboard cannot return to a caller — today
-	// the errors of the background Reap in Run. Records never hold a
-	// credential, token or pickup secret. Default: discard.
+	// Logger receives what switchboard cannot return to a caller: the
+	// errors of the background Reap in Run, each failed webhook delivery
+	// (the webhook's id and why; its recorded error says the same, in
+	// InspectTodos of queue "~system/webhooks"), a Work handler's
+	// outcome that could not be recorded, a revocation's unfinished
+	// cancel pass, and a damaged record set aside (ErrDamaged). Records
+	// never hold a credential, token, pickup secret or webhook URL.
+	// Default: discard.
 	Logger *slog.Logger
 	// MaxTokenAge bounds how long ago an ID token may have been issued
 	// (its iat). Default 10 minutes.
@@ -165,7 +170,7 @@ type Config struct {
 	Limits Limits
 
 	// Observer, if set, sees every queue verb and every Work handler call
-	// (for tracing and metrics: see the otel module).
+	// (for tracing and metrics: module sbotel, sbotel.New(tp, mp), is one).
 	Observer Observer
 
 	// Webhooks, if set, turns webhooks on: grants holding VerbWebhook may
@@ -270,8 +275,15 @@ func (s *Switchboard) notified(key string) {
 	s.wake.signal(key)
 }
 
-// New returns a Switchboard over st. The caller keeps ownership of st and
-// closes it after it is done with the Switchboard.
+// New returns a Switchboard over st, upgrading an older store's layout in
+// place first. The caller keeps ownership of st and closes it after
+// Close. New starts the audit log's sequencer and the store's
+// notifications, not Run (see Run). Errors: ErrNewerSchema for a store a
+// newer version wrote; ErrInvalidArgument for an unusable Config (a
+// LogKey that is not a note signer key, a WebhookConfig.Key under 32
+// bytes, an issuer without URL or ClientID); an *AuditError
+// (ErrAuditBroken) when an older store's hash chain does not verify
+// during the upgrade; the store's own errors.
 func New(st store.Store, cfg *Config) (*Switchboard, error) {
 	s, err := newSwitchboard(st, cfg)
 	if err != nil {

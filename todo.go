@@ -149,8 +149,9 @@ type NewTodo struct {
 // queue under the credential's grant, which must be live and hold create_for
 // on that queue. A queue outside the grant is ErrNotFound, exactly like one
 // that does not exist. created is false when DedupKey matched an existing
-// todo, which is returned instead. Every todo records the creating agent,
-// grant, edge and human.
+// todo, which is returned instead — as it is: the new payload, title and
+// priority are ignored. Every todo records the creating agent, grant, edge
+// and human.
 func (s *Switchboard) CreateFor(ctx context.Context, c Auth, queue string, n NewTodo) (todo Todo, created bool, err error) {
 	ctx, ob := s.observe(ctx, Operation{Verb: VerbCreateFor, Queue: queue})
 	defer func() { ob.End(Result{Todo: todo.ID, Err: err, Existing: err == nil && !created}) }()

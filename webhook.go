@@ -168,7 +168,7 @@ func safeClient(c *http.Client, allowPrivate bool) *http.Client {
 				return fmt.Errorf("%w: webhook destination %s is no IP address", ErrForbidden, host)
 			}
 			if !allowPrivate && !publicIP(ip) {
-				return fmt.Errorf("%w: webhook destination %s is not a public address", ErrForbidden, ip)
+				return fmt.Errorf("%w: webhook destination %s is not a public address (WebhookConfig.AllowPrivate allows it)", ErrForbidden, ip)
 			}
 			return nil
 		}}
@@ -230,6 +230,14 @@ func (s *Switchboard) checkWebhookURL(raw string) (string, error) {
 // Only a queue owner's own agent may watch a queue: a Vend grant whose
 // holder is the queue's persona, holding VerbWebhook on it; anyone else's
 // request is ErrForbidden.
+//
+// Errors: ErrNoWebhooks without Config.Webhooks; ErrForbidden for a grant
+// without VerbWebhook or a URL whose origin is not in
+// WebhookConfig.Origins; ErrInvalidArgument for a URL that is not
+// absolute http(s) or carries userinfo; ErrQuotaExceeded past
+// WebhookConfig.PerGrant. Errors never quote the URL. Give each webhook its
+// own URL (a path of its own): a receiver picks the secret to verify with
+// before it can trust the body.
 func (s *Switchboard) RegisterWebhook(ctx context.Context, c Auth, rawURL string, arrivals ...string) (Webhook, string, error) {
 	fail := func(err error) (Webhook, string, error) {
 		return Webhook{}, "", fmt.Errorf("switchboard: register webhook: %w", err)
@@ -739,8 +747,9 @@ const deliveryBatch = 16
 // deliveryOutcome is how one attempt went: done, cancelled (the webhook or
 // its grant is gone) or attemptFailed, with the reason.
 type deliveryOutcome struct {
-	state  TodoState
-	reason string
+	state   TodoState
+	reason  string
+	webhook string // its id, for the log
 }
 
 // deliver sends one delivery and says how it went.
@@ -765,14 +774,14 @@ func (s *Switchboard) deliver(ctx context.Context, cl Claimed) deliveryOutcome {
 	}
 	if err != nil {
 		// The webhook was deleted, or its grant revoked: drop it.
-		return deliveryOutcome{TodoCancelled, "webhook gone: " + err.Error()}
+		return deliveryOutcome{TodoCancelled, "webhook gone: " + err.Error(), d.Webhook}
 	}
 	actx, cancel := context.WithTimeout(ctx, s.cfg.Webhooks.Timeout)
 	defer cancel()
 	status, err := s.send(actx, w, cl.Todo.ID, d.Body)
 	switch {
 	case err == nil && status/100 == 2:
-		return deliveryOutcome{TodoDone, ""}
+		return deliveryOutcome{TodoDone, "", d.Webhook}
 	case err != nil:
 		// The reason is stored and audited: net/http's errors quote the
 		// URL, whose path or query may hold the receiver's own secret
@@ -781,9 +790,9 @@ func (s *Switchboard) deliver(ctx context.Context, cl Claimed) deliveryOutcome {
 		if errors.As(err, &ue) {
 			err = ue.Err
 		}
-		return deliveryOutcome{attemptFailed, err.Error()}
+		return deliveryOutcome{attemptFailed, err.Error(), d.Webhook}
 	}
-	return deliveryOutcome{attemptFailed, "HTTP " + strconv.Itoa(status)}
+	return deliveryOutcome{attemptFailed, "HTTP " + strconv.Itoa(status), d.Webhook}
 }
 
 // send POSTs the body to the webhook, signed, and returns the status.
@@ -816,6 +825,16 @@ func (s *Switchboard) send(ctx context.Context, w Webhook, id string, body []byt
 // dead after the last attempt). A lost lease changes nothing (the lease ran
 // out and the delivery is someone else's now).
 func (s *Switchboard) endDeliveries(ctx context.Context, batch []Claimed, outcomes []deliveryOutcome) {
+	for i, o := range outcomes {
+		if o.state == attemptFailed {
+			// The host's one place to see that a receiver is unreachable
+			// (the reason is also the delivery's recorded error). The
+			// reason never quotes the URL (see deliver).
+			s.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "switchboard: a webhook delivery failed; it is retried with backoff until its last attempt",
+				slog.String("webhook", o.webhook), slog.String("delivery", batch[i].Todo.ID),
+				slog.Int("attempt", batch[i].Lease.Attempt), slog.String("reason", clipReason(o.reason)))
+		}
+	}
 	err := s.update(ctx, func(t *txn) error {
 		for i, cl := range batch {
 			if err := t.endDelivery(cl, outcomes[i].state, clipReason(outcomes[i].reason)); err != nil {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchboardhq/switchboard"
@@ -76,9 +78,13 @@ var webhookKey = bytes.Repeat([]byte{7}, 32)
 // same store and clock), and runs its delivery loop if run; alice-bot gets
 // create_for and webhook on bob-desk's inbox, bob's own agent the drain
 // verbs.
-func hookHarness(t *testing.T, h *harness, wc *switchboard.WebhookConfig, run bool) (switchboard.Grant, switchboard.Credential, switchboard.Credential) {
+func hookHarness(t *testing.T, h *harness, wc *switchboard.WebhookConfig, run bool, opts ...func(*switchboard.Config)) (switchboard.Grant, switchboard.Credential, switchboard.Credential) {
 	old := h.sb
-	sb, err := switchboard.New(h.st, &switchboard.Config{Clock: h.clock, Issuers: []switchboard.Issuer{h.iss.Config()}, Quotas: testQuotas, Webhooks: wc})
+	cfg := &switchboard.Config{Clock: h.clock, Issuers: []switchboard.Issuer{h.iss.Config()}, Quotas: testQuotas, Webhooks: wc}
+	for _, o := range opts {
+		o(cfg)
+	}
+	sb, err := switchboard.New(h.st, cfg)
 	require.NoError(t, err)
 	require.NoError(t, old.Close())
 	h.sb = sb
@@ -280,7 +286,8 @@ func TestWebhookDestinations(t *testing.T) {
 	localhost := strings.Replace(rcv.srv.URL, "127.0.0.1", "localhost", 1)
 	wc := &switchboard.WebhookConfig{Key: webhookKey, Origins: []string{rcv.srv.URL, localhost}, AllowHTTP: true, MaxAttempts: 1}
 	h := newHarness(t, memoryStore(t))
-	_, cred, worker := hookHarness(t, h, wc, true)
+	var logs syncBuffer
+	_, cred, worker := hookHarness(t, h, wc, true, func(c *switchboard.Config) { c.Logger = slog.New(slog.NewTextHandler(&logs, nil)) })
 
 	_, _, err := h.sb.RegisterWebhook(ctx, cred, "http://elsewhere.example/h")
 	require.ErrorIs(t, err, switchboard.ErrForbidden, "an origin the host does not allow")
@@ -325,6 +332,18 @@ func TestWebhookDestinations(t *testing.T) {
 	_, leaked := deadDeliveries(t, h, "s3cret")
 	require.Zero(t, leaked)
 	require.Empty(t, rcv.all(), "a loopback destination was dialled")
+	// Each failed attempt is reported to Config.Logger — the host's one
+	// place to see that a receiver is unreachable — naming the webhook
+	// and the reason, the knob that allows it, and never the URL.
+	out := logs.String()
+	assert.Equal(t, 4, strings.Count(out, "switchboard: a webhook delivery failed"), out)
+	assert.Contains(t, out, "WebhookConfig.AllowPrivate")
+	assert.NotContains(t, out, "s3cret")
+	hooks, err := h.sb.Webhooks(ctx, cred)
+	require.NoError(t, err)
+	for _, w := range hooks {
+		assert.Contains(t, out, "webhook="+w.ID)
+	}
 }
 
 // A redirect, to another origin or not, is never followed: the delivery

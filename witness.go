@@ -30,6 +30,9 @@ type Witness = auditlog.Witness
 // WitnessConfig is one witness the Switchboard asks to cosign its
 // checkpoints (Config.Witnesses).
 type WitnessConfig struct {
+	// Witness is how to ask it: a *witness.Client ({URL: its
+	// add-checkpoint endpoint}) over HTTP, or a *witness.Server in this
+	// process.
 	Witness Witness
 	// Key is the witness's public key in signed-note form
 	// (name+hash+base64 of 0x04 and the Ed25519 key, C2SP

@@ -41,7 +41,10 @@ type key struct {
 }
 
 // NewIssuer starts an issuer on a loopback port with one RSA signing key,
-// issuing tokens for clientID. The caller must Close it.
+// issuing tokens for clientID. The caller must Close it. Its URL — and so
+// its humans, each an issuer URL and a subject — is new on every call: for
+// a store that outlives the process (a bolt file run again), use
+// NewIssuerAt with a fixed URL, as examples/quickstart -dir does.
 func NewIssuer(clientID string) (*Issuer, error) {
 	is, err := newIssuer(clientID, nil)
 	if err != nil {
@@ -54,9 +57,12 @@ func NewIssuer(clientID string) (*Issuer, error) {
 
 // NewIssuerAt returns an issuer whose identifier is url, served by the
 // caller: mount Handler so that url's path reaches it (with the path
-// prefix stripped). It signs with key — a key kept across restarts keeps
-// the same humans the same, as a dev host's do — or, if nil, a new one
-// (SigningKey returns it, to keep).
+// prefix stripped), or trust it without discovery through its key set
+// (switchboard.Issuer{URL, ClientID, Keys: PublicKeys()}). A fixed url
+// keeps the same humans the same across restarts. It signs with key, or,
+// if nil, a new one (SigningKey returns it): keep the key too where
+// tokens must verify across a restart (a dev host's browser sessions), or
+// where discovery's key set is cached.
 func NewIssuerAt(url, clientID string, key *rsa.PrivateKey) (*Issuer, error) {
 	is, err := newIssuer(clientID, key)
 	if err != nil {
