@@ -8,9 +8,6 @@ package switchboard
 import (
 	"bytes"
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
-	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -22,7 +19,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode"
 	"unicode/utf16"
 	"unicode/utf8"
 
@@ -258,8 +254,8 @@ func (t *txn) insert(table string, key, value []byte) error {
 func be64b(n uint64) []byte { return binary.BigEndian.AppendUint64(make([]byte, 0, 8), n) }
 
 // errHashGone is what a tree hash reader returns for a hash retention
-// pruned.
-var errHashGone = errors.New("tree hash pruned with purged events")
+// purged (auditlog.ErrHashGone).
+var errHashGone = auditlog.ErrHashGone
 
 // leafHashes is how many tree hashes leaf n adds: its own and one per
 // subtree it completes (one per trailing 1 bit of n).
@@ -683,41 +679,13 @@ type ConsistencyProof = auditlog.ConsistencyProof
 // log's origin, conventionally a host name and path ("example.com/audit").
 // Put signerKey in Config.LogKey and keep it secret; publish verifierKey.
 // A name a signed note cannot carry (empty, with a space or a '+', or not
-// UTF-8) is ErrInvalidArgument.
+// UTF-8) is ErrInvalidArgument. It is auditlog.NewKey.
 func NewLogKey(name string) (signerKey, verifierKey string, err error) {
-	if name == "" || !utf8.ValidString(name) || strings.ContainsFunc(name, unicode.IsSpace) || strings.Contains(name, "+") {
-		return "", "", fmt.Errorf("switchboard: new log key: %w: the log's name %q is empty or has a space or a '+'", ErrInvalidArgument, name)
-	}
-	signerKey, verifierKey, err = note.GenerateKey(rand.Reader, name)
+	signerKey, verifierKey, err = auditlog.NewKey(name)
 	if err != nil {
 		return "", "", fmt.Errorf("switchboard: new log key: %w: %w", ErrInvalidArgument, err)
 	}
 	return signerKey, verifierKey, nil
-}
-
-// logKeys turns Config.LogKey into a signer and the verifier of its public
-// key.
-func logKeys(skey string) (note.Signer, note.Verifier, string, error) {
-	signer, err := note.NewSigner(skey)
-	if err != nil {
-		return nil, nil, "", invalid("Config.LogKey: %v", err)
-	}
-	// PRIVATE+KEY+<name>+<hash>+<base64(1 || ed25519 seed)>
-	parts := strings.SplitN(skey, "+", 5) // a name holds no '+'; the key's base64 may
-	raw, err := base64.StdEncoding.DecodeString(parts[len(parts)-1])
-	if err != nil || len(raw) != 1+ed25519.SeedSize || raw[0] != 1 {
-		return nil, nil, "", invalid("Config.LogKey: not an Ed25519 note key")
-	}
-	pub := ed25519.NewKeyFromSeed(raw[1:]).Public().(ed25519.PublicKey)
-	vkey, err := note.NewEd25519VerifierKey(signer.Name(), pub)
-	if err != nil {
-		return nil, nil, "", invalid("Config.LogKey: %v", err)
-	}
-	v, err := note.NewVerifier(vkey)
-	if err != nil || v.KeyHash() != signer.KeyHash() {
-		return nil, nil, "", invalid("Config.LogKey: its public key does not match")
-	}
-	return signer, v, vkey, nil
 }
 
 // LogVerifierKey returns the public key of Config.LogKey in note's text
@@ -736,73 +704,6 @@ type CheckpointStore = auditlog.CheckpointStore
 // to a temporary file, synced and renamed over the last, so a crash leaves
 // one checkpoint or the other (auditlog.File).
 func CheckpointFile(path string) CheckpointStore { return auditlog.File(path) }
-
-// seenLog is the largest tree this process sequenced (as the audit log's
-// sequencer) or signed, in memory: checked before every signature like a
-// kept checkpoint, so a database that comes back with less (a failover to
-// a standby that was behind) is reported even when no checkpoint covered
-// what was lost. A restart forgets it, and so does time: a mark this
-// process has not renewed (by sequencing, signing or checking the log)
-// for nearly Config.EventRetention may lie behind what another process's
-// retention has since purged, and cannot be checked any more — it is
-// dropped, not refused (see fresh). The stored and kept checkpoints still
-// bind the log.
-type seenLog struct {
-	mu     sync.Mutex
-	size   uint64
-	root   tlog.Hash
-	at     time.Time // when it was last renewed, on the Switchboard's clock
-	forked bool      // the log lost what was seen: the mark stays, for every signature to refuse
-}
-
-// note raises the mark to a tree that extends it (the caller checked), or
-// renews it at the same tree, at now.
-func (l *seenLog) note(size uint64, root tlog.Hash, now time.Time) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.forked || size < l.size {
-		return
-	}
-	if size > l.size || root == l.root {
-		l.size, l.root, l.at = size, root, now
-	}
-}
-
-// fork keeps the mark where it is for good: the stored log no longer
-// holds it.
-func (l *seenLog) fork() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.forked = true
-}
-
-// get returns the mark, or nil if there is none or it aged out (retention,
-// Config.EventRetention: negative keeps events, and marks, forever). Read
-// it before the transaction that checks the log against it begins, so
-// that the commits it stands for are in that transaction's snapshot.
-func (l *seenLog) get(now time.Time, retention time.Duration) *Checkpoint {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.size == 0 {
-		return nil
-	}
-	if !l.forked && !fresh(l.at, now, retention) {
-		l.size, l.root = 0, tlog.Hash{}
-		return nil
-	}
-	return &Checkpoint{Size: l.size, Root: l.root}
-}
-
-// fresh reports whether a mark renewed at at may still be checked at now:
-// its events are younger than retention by a margin (a tenth of it, at
-// most an hour, for events sequenced a little after they committed and
-// for other processes' clocks), so no retention purged past it.
-func fresh(at, now time.Time, retention time.Duration) bool {
-	if retention < 0 {
-		return true
-	}
-	return now.Sub(at) < retention-min(retention/10, time.Hour)
-}
 
 // logProblem is the last checkpoint problem Reap met: reported (logged)
 // once per distinct error, and readable with LogProblem.

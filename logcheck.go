@@ -309,20 +309,10 @@ func prefixOf(t *txn, st *logState, a, base logAnchor) error {
 // longer prove (purged past it) is not held. An error is a failure to
 // read, not a verdict.
 func holdsTree(t *txn, st *logState, cp Checkpoint, root tlog.Hash) (bool, error) {
-	switch {
-	case cp.Size > st.Size || cp.Size < st.Purged:
-		return false, nil
-	case cp.Size == st.Size:
-		return cp.Root == root, nil
-	}
-	proof, err := tlog.ProveTree(int64(st.Size), int64(cp.Size), t.hashes())
-	if errors.Is(err, errHashGone) {
+	if cp.Size < st.Purged {
 		return false, nil
 	}
-	if err != nil {
-		return false, err
-	}
-	return tlog.CheckTree(proof, int64(st.Size), root, int64(cp.Size), cp.Root) == nil, nil
+	return auditlog.Extends(t.hashes(), st.Size, root, cp)
 }
 
 // foldFrontier is the root of the tree whose perfect subtrees, largest
@@ -401,7 +391,7 @@ func (s *Switchboard) checkpoint(ctx context.Context) (Checkpoint, error) {
 	for attempt := 0; ; attempt++ {
 		// What this process saw, read before the transaction below
 		// begins: every commit it stands for is then in its snapshot.
-		seen := s.seen.get(s.now(), s.cfg.EventRetention)
+		seen := s.seen.Get(s.now(), s.cfg.EventRetention)
 		kept, err := s.keptCheckpoint(ctx)
 		if err != nil {
 			return Checkpoint{}, err
@@ -450,7 +440,7 @@ func (s *Switchboard) checkpoint(ctx context.Context) (Checkpoint, error) {
 		if !outside {
 			return cp, nil
 		}
-		s.seen.note(cp.Size, cp.Root, s.now())
+		s.seen.Note(cp.Size, cp.Root, s.now())
 		if s.cfg.Checkpoints != nil && (kept == nil || !bytes.Equal(kept.Note, cp.Note)) {
 			if serr := s.cfg.Checkpoints.Save(ctx, cp.Note); serr != nil {
 				return cp, errors.Join(werr, fmt.Errorf("keep the checkpoint outside the store: %w", serr))
@@ -529,7 +519,7 @@ func (s *Switchboard) CheckLog(ctx context.Context) error {
 	if s.logSigner == nil {
 		return fmt.Errorf("switchboard: check log: %w", ErrNoLogKey)
 	}
-	seen := s.seen.get(s.now(), s.cfg.EventRetention) // before the view's snapshot (see checkpoint)
+	seen := s.seen.Get(s.now(), s.cfg.EventRetention) // before the view's snapshot (see checkpoint)
 	kept, err := s.keptCheckpoint(ctx)
 	var v logView
 	if err == nil {
@@ -540,7 +530,7 @@ func (s *Switchboard) CheckLog(ctx context.Context) error {
 		})
 	}
 	if err == nil && v.size > 0 {
-		s.seen.note(v.size, v.root, s.now()) // checked: this process has seen it
+		s.seen.Note(v.size, v.root, s.now()) // checked: this process has seen it
 	}
 	return wrapErr("check log", err)
 }

@@ -305,7 +305,7 @@ func (s *Switchboard) runPass(ctx context.Context, p *seqPass) {
 		}
 		root = foldFrontier(hs)
 		forked = false
-		if seen := s.seen.get(s.now(), s.cfg.EventRetention); seen != nil && start != seen.Size {
+		if seen := s.seen.Get(s.now(), s.cfg.EventRetention); seen != nil && start != seen.Size {
 			// Another process sequenced since, or the log is not the
 			// one this process built on (a failover lost its end): the
 			// new tree must still hold what this process saw. If not,
@@ -331,9 +331,9 @@ func (s *Switchboard) runPass(ctx context.Context, p *seqPass) {
 		s.seq.tree.committed(size)
 		p.size = size
 		if forked {
-			s.seen.fork()
+			s.seen.Fork()
 		} else {
-			s.seen.note(size, root, s.now())
+			s.seen.Note(size, root, s.now())
 		}
 	}
 	if p.err != nil && !errors.Is(p.err, errPassAbandoned) {

@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/mod/sumdb/note"
 
+	"github.com/switchboardhq/switchboard/auditlog"
 	"github.com/switchboardhq/switchboard/store"
 )
 
@@ -256,7 +257,7 @@ type Switchboard struct {
 	logVKey      string
 	logVerifiers []note.Verifier // logVerifier, then PreviousLogKeys'
 	logProblem   logProblem      // the last checkpoint problem, reported once
-	seen         seenLog         // the largest tree this process sequenced or signed
+	seen         auditlog.Mark   // the largest tree this process sequenced or signed
 	witnesses    []witness
 }
 
@@ -371,20 +372,11 @@ func newSwitchboard(st store.Store, cfg *Config) (*Switchboard, error) {
 	s.damaged.logger = c.Logger
 	s.recordsV3.Store(layout >= schemaVersion)
 	if c.LogKey != "" {
-		if s.logSigner, s.logVerifier, s.logVKey, err = logKeys(c.LogKey); err != nil {
-			return nil, err
+		keys, err := auditlog.ParseKeys(c.LogKey, c.PreviousLogKeys...)
+		if err != nil {
+			return nil, fmt.Errorf("switchboard: %w", invalid("Config.LogKey or PreviousLogKeys: %v", err))
 		}
-		s.logVerifiers = []note.Verifier{s.logVerifier}
-		for i, k := range c.PreviousLogKeys {
-			v, err := note.NewVerifier(k)
-			if err != nil {
-				return nil, invalid("Config.PreviousLogKeys[%d]: %v", i, err)
-			}
-			if v.Name() != s.logSigner.Name() {
-				return nil, invalid("Config.PreviousLogKeys[%d] is named %q, not the log's origin %q: a rotated key keeps the log's name", i, v.Name(), s.logSigner.Name())
-			}
-			s.logVerifiers = append(s.logVerifiers, v)
-		}
+		s.logSigner, s.logVerifier, s.logVKey, s.logVerifiers = keys.Signer, keys.Verifiers[0], keys.VerifierKey, keys.Verifiers
 		if s.witnesses, err = newWitnesses(c.Witnesses); err != nil {
 			return nil, fmt.Errorf("switchboard: %w", err)
 		}

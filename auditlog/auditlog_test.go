@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -219,4 +220,86 @@ func TestImportsNothingOfTheRoot(t *testing.T) {
 			}
 		}
 	}
+}
+
+// A rotation keeps the log's name: the old public key checks the old
+// checkpoints, and a key of another name is refused.
+func TestKeys(t *testing.T) {
+	_, _, err := auditlog.NewKey("has space")
+	require.ErrorIs(t, err, auditlog.ErrKey)
+	oldS, oldV, err := auditlog.NewKey("example.com/log")
+	require.NoError(t, err)
+	newS, _, err := auditlog.NewKey("example.com/log")
+	require.NoError(t, err)
+	_, otherV, err := auditlog.NewKey("example.com/other")
+	require.NoError(t, err)
+
+	old, err := auditlog.ParseKeys(oldS)
+	require.NoError(t, err)
+	assert.Equal(t, oldV, old.VerifierKey)
+	cp, err := auditlog.Sign(old.Signer, 0, auditlog.EmptyRoot)
+	require.NoError(t, err)
+
+	rotated, err := auditlog.ParseKeys(newS, oldV)
+	require.NoError(t, err)
+	require.Len(t, rotated.Verifiers, 2)
+	_, _, err = auditlog.Open(cp.Note, rotated.Verifiers...)
+	require.NoError(t, err, "the old checkpoint checks with the old key listed")
+	_, _, err = auditlog.Open(cp.Note, rotated.Verifiers[0])
+	require.ErrorIs(t, err, auditlog.ErrUnknownKey)
+
+	_, err = auditlog.ParseKeys(newS, otherV)
+	require.ErrorIs(t, err, auditlog.ErrKey, "a previous key of another log")
+	_, err = auditlog.ParseKeys(oldV)
+	require.ErrorIs(t, err, auditlog.ErrKey, "a public key is no signer")
+}
+
+// The mark rises only to larger trees, stays for good once forked, and
+// ages out with retention unless forked.
+func TestMark(t *testing.T) {
+	var m auditlog.Mark
+	now := time.Date(2026, 12, 7, 9, 0, 0, 0, time.UTC)
+	assert.Nil(t, m.Get(now, time.Hour))
+	r1, r2 := tlog.Hash{1}, tlog.Hash{2}
+	m.Note(5, r1, now)
+	m.Note(3, r2, now)
+	assert.Equal(t, &auditlog.Checkpoint{Size: 5, Root: r1}, m.Get(now, time.Hour))
+	m.Note(5, r2, now) // another root at the same size: not a renewal
+	assert.Equal(t, r1, m.Get(now, time.Hour).Root)
+	assert.Nil(t, m.Get(now.Add(55*time.Minute), time.Hour), "aged out near the retention")
+	m.Note(7, r2, now)
+	m.Fork()
+	m.Note(9, r1, now)
+	assert.Equal(t, &auditlog.Checkpoint{Size: 7, Root: r2}, m.Get(now.Add(24*time.Hour), time.Hour), "a forked mark stays")
+	assert.True(t, auditlog.Fresh(now, now.Add(1000*time.Hour), -1))
+}
+
+// Extends holds a tree to every prefix it proves, and to nothing else.
+func TestExtends(t *testing.T) {
+	h, _ := tree(t, 13)
+	root, err := auditlog.TreeHash(13, h)
+	require.NoError(t, err)
+	for n := uint64(0); n <= 13; n++ {
+		r, err := auditlog.TreeHash(n, h)
+		require.NoError(t, err)
+		ok, err := auditlog.Extends(h, 13, root, auditlog.Checkpoint{Size: n, Root: r})
+		require.NoError(t, err)
+		assert.True(t, ok, "prefix %d", n)
+		ok, err = auditlog.Extends(h, 13, root, auditlog.Checkpoint{Size: n, Root: tlog.Hash{9}})
+		require.NoError(t, err)
+		assert.False(t, ok, "prefix %d with another root", n)
+	}
+	ok, err := auditlog.Extends(h, 13, root, auditlog.Checkpoint{Size: 14, Root: root})
+	require.NoError(t, err)
+	assert.False(t, ok, "a larger tree")
+	gone := goneReader{}
+	ok, err = auditlog.Extends(gone, 13, root, auditlog.Checkpoint{Size: 4, Root: tlog.Hash{}})
+	require.NoError(t, err)
+	assert.False(t, ok, "hashes purged: not held")
+}
+
+type goneReader struct{}
+
+func (goneReader) ReadHashes([]int64) ([]tlog.Hash, error) {
+	return nil, fmt.Errorf("read: %w", auditlog.ErrHashGone)
 }

@@ -1,6 +1,7 @@
 package auditlog
 
 import (
+	"errors"
 	"fmt"
 
 	"golang.org/x/mod/sumdb/tlog"
@@ -55,4 +56,34 @@ func CheckConsistency(older, newer Checkpoint, p ConsistencyProof) error {
 		return fmt.Errorf("%w: %v", ErrProof, err)
 	}
 	return nil
+}
+
+// ErrHashGone is what a tree's HashReader returns for a hash it no longer
+// keeps (retention purged the entries it covered): a proof that needs it
+// cannot be built.
+var ErrHashGone = errors.New("tree hash pruned with purged entries")
+
+// Extends reports whether the tree of size entries whose root is root,
+// with its hashes read from r, extends cp — holds cp's entries unchanged:
+// cp's root at its size, proved by a consistency proof built from r. A
+// cp larger than the tree, another root at the same size, or a proof that
+// needs hashes r no longer keeps (ErrHashGone) is false; any other error
+// of r is returned.
+func Extends(r tlog.HashReader, size uint64, root tlog.Hash, cp Checkpoint) (bool, error) {
+	switch {
+	case cp.Size > size:
+		return false, nil
+	case cp.Size == size:
+		return cp.Root == root, nil
+	case cp.Size == 0:
+		return cp.Root == EmptyRoot, nil
+	}
+	proof, err := tlog.ProveTree(int64(size), int64(cp.Size), r)
+	if errors.Is(err, ErrHashGone) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return tlog.CheckTree(proof, int64(size), root, int64(cp.Size), cp.Root) == nil, nil
 }
