@@ -302,5 +302,14 @@ func TestLogKeyRotation(t *testing.T) {
 		}
 		_, err = sb.New(h.st, &sb.Config{LogKey: newKey, PreviousLogKeys: []string{strings.Replace(oldV, "audit.example/log", "other.example/log", 1)}})
 		require.ErrorIs(t, err, sb.ErrInvalidArgument, "a previous key of another origin")
+		// The key listed again, as a previous key or twice, is a
+		// configuration mistake said at New — not, later, a log that
+		// reads as tampered ("ambiguous key").
+		_, err = sb.New(h.st, &sb.Config{LogKey: newKey, PreviousLogKeys: []string{newV}})
+		require.ErrorIs(t, err, sb.ErrInvalidArgument, "the signing key listed as a previous one")
+		_, err = sb.New(h.st, &sb.Config{LogKey: newKey, PreviousLogKeys: []string{oldV, oldV}})
+		require.ErrorIs(t, err, sb.ErrInvalidArgument, "a previous key listed twice")
+		_, err = sb.OpenCheckpoint(cp1.Note, oldV, oldV)
+		require.NoError(t, err, "a verifier giving a key twice")
 	})
 }

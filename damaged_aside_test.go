@@ -122,3 +122,40 @@ func TestWorkFailsAnAttemptWhoseResultIsTooLarge(t *testing.T) {
 		assert.Contains(t, got.Error, "limit")
 	})
 }
+
+// A damaged approval todo holds no edge (found attacking the set-aside):
+// the edge is the request's record, its approval todo only shows it in the
+// inbox. Reap expires a lapsed request whose approval todo is damaged (it
+// failed every pass before, stopping all housekeeping), the requester can
+// withdraw, the approver can approve, and a new request in the same
+// direction is taken.
+func TestADamagedApprovalTodoHoldsNoEdge(t *testing.T) {
+	eachBackend(t, func(t *testing.T, h *harness) {
+		lapsing, err := h.request(h.carol, "carol-bot", "bob-desk", inboxCreate, "lapses")
+		require.NoError(t, err)
+		damageTodo(t, h, lapsing.ApprovalTodo)
+		h.clock.Advance(8 * 24 * time.Hour)
+		st, err := h.sb.Reap(ctx)
+		require.NoError(t, err, "Reap goes on")
+		assert.Equal(t, 1, st.EdgesExpired)
+		e, err := h.sb.Edge(ctx, h.carol, lapsing.ID)
+		require.NoError(t, err)
+		assert.Equal(t, sb.EdgeExpired, e.State)
+		_, reader, err := h.sb.Vend(ctx, h.bob, sb.VendRequest{Agent: "bob-desk", Scope: scope(sb.ApprovalsQueue, sb.VerbGet)})
+		require.NoError(t, err)
+		_, err = h.sb.Get(ctx, reader, lapsing.ApprovalTodo)
+		assert.ErrorIs(t, err, sb.ErrDamaged, "the record itself stays as it is")
+
+		withdrawn, err := h.request(h.carol, "carol-bot", "bob-desk", inboxCreate, "withdrawn")
+		require.NoError(t, err)
+		damageTodo(t, h, withdrawn.ApprovalTodo)
+		require.NoError(t, h.sb.Withdraw(ctx, h.carol, withdrawn.ID))
+
+		approved, err := h.request(h.carol, "carol-bot", "bob-desk", inboxCreate, "approved")
+		require.NoError(t, err, "a new request once the damaged one is withdrawn")
+		damageTodo(t, h, approved.ApprovalTodo)
+		g, err := h.sb.Approve(ctx, h.bob, approved.ID, nil)
+		require.NoError(t, err)
+		assert.Equal(t, sb.GrantActive, g.State)
+	})
+}

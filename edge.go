@@ -377,6 +377,13 @@ func (t *txn) decide(e *edgeRec, state EdgeState, actor string, typ EventType) e
 		return err
 	}
 	td, err := t.todo(e.ApprovalTodo)
+	if t.setAside(err, e.ApprovalTodo) {
+		// The edge is the record of the request; its approval todo only
+		// shows it in the inbox. A damaged one stays as it is (set aside,
+		// reported), and the request is decided, expired or withdrawn
+		// all the same: one bad record holds no edge, and no Reap.
+		return t.emit(Event{Type: typ, Actor: actor, Persona: e.To, Edge: e.ID, Todo: e.ApprovalTodo})
+	}
 	if err != nil {
 		return err
 	}

@@ -790,9 +790,23 @@ func (s *Switchboard) deliver(ctx context.Context, cl Claimed) deliveryOutcome {
 		if errors.As(err, &ue) {
 			err = ue.Err
 		}
-		return deliveryOutcome{attemptFailed, err.Error(), d.Webhook}
+		return deliveryOutcome{attemptFailed, redactURL(err.Error(), w.URL), d.Webhook}
 	}
 	return deliveryOutcome{attemptFailed, "HTTP " + strconv.Itoa(status), d.Webhook}
+}
+
+// redactURL takes the webhook's URL out of a delivery's failure reason —
+// whole, and its path and query, which may hold the receiver's secret — for
+// a transport that quotes it inside its own error (a retrying or
+// instrumenting RoundTripper wraps net/http's).
+func redactURL(reason, rawURL string) string {
+	reason = strings.ReplaceAll(reason, rawURL, "(the webhook's URL)")
+	if u, err := url.Parse(rawURL); err == nil {
+		if rest := u.RequestURI(); len(rest) > 1 {
+			reason = strings.ReplaceAll(reason, rest, "(the webhook's path)")
+		}
+	}
+	return reason
 }
 
 // send POSTs the body to the webhook, signed, and returns the status.

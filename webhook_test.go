@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"slices"
@@ -599,3 +601,33 @@ func TestWebhookRedriveAndRetention(t *testing.T) {
 type roundTripper func(*http.Request) (*http.Response, error)
 
 func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// quotingTransport fails every request the way retrying and instrumenting
+// RoundTrippers do: its own error quotes the request's URL.
+type quotingTransport struct{}
+
+func (quotingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	return nil, &url.Error{Op: r.Method, URL: r.URL.String(), Err: errors.New("giving up after 3 tries")}
+}
+
+// A delivery's failure reason — logged, and recorded as the delivery's
+// error — never holds the webhook's URL or its query, even from a
+// transport that quotes it in its own error (found attacking the log
+// line): Config.Logger's records "never hold … webhook URL".
+func TestWebhookFailureReasonsNeverQuoteTheURL(t *testing.T) {
+	h := newHarness(t, memoryStore(t))
+	var logs syncBuffer
+	wc := &switchboard.WebhookConfig{Key: webhookKey, Origins: []string{"https://hooks.example"}, MaxAttempts: 1,
+		AllowPrivate: true, Client: &http.Client{Transport: quotingTransport{}}}
+	_, cred, worker := hookHarness(t, h, wc, true, func(c *switchboard.Config) { c.Logger = slog.New(slog.NewTextHandler(&logs, nil)) })
+	_, _, err := h.sb.RegisterWebhook(ctx, cred, "https://hooks.example/in/SECRETPATH?token=SECRETQUERY")
+	require.NoError(t, err)
+	_, _, err = h.sb.CreateFor(ctx, cred, "inbox", switchboard.NewTodo{Kind: "k"})
+	require.NoError(t, err)
+	finishOne(t, h, worker, `{}`)
+	require.Eventually(t, func() bool { d, _ := deadDeliveries(t, h, "giving up"); return d == 1 }, 20*time.Second, 20*time.Millisecond)
+	_, leaked := deadDeliveries(t, h, "SECRET")
+	assert.Zero(t, leaked, "the recorded error quotes the URL")
+	require.Contains(t, logs.String(), "giving up after 3 tries")
+	assert.NotContains(t, logs.String(), "SECRET")
+}

@@ -20,6 +20,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -74,13 +75,21 @@ func Sign(signer note.Signer, size uint64, root tlog.Hash) (Checkpoint, error) {
 // being vs[0]'s name, a decimal size without sign or leading zeros, a
 // root of exactly 32 bytes in standard base64. It returns the checkpoint
 // and the signatures that verified (cosignatures of keys not in vs are
-// ignored). A note signed by none of vs wraps ErrUnknownKey and ErrProof;
-// any other failure wraps ErrProof. vs must not be empty.
+// ignored; a key given twice counts once). A note signed by none of vs
+// wraps ErrUnknownKey and ErrProof; any other failure wraps ErrProof. vs
+// must not be empty.
 func Open(signed []byte, vs ...note.Verifier) (Checkpoint, []note.Signature, error) {
 	if len(vs) == 0 {
 		return Checkpoint{}, nil, fmt.Errorf("%w: no key to check the signature with", ErrProof)
 	}
-	n, err := note.Open(signed, note.VerifierList(vs...))
+	// A key given twice is one key (note would call the pair ambiguous).
+	unique := vs[:1:1]
+	for _, v := range vs[1:] {
+		if !slices.ContainsFunc(unique, func(u note.Verifier) bool { return u.Name() == v.Name() && u.KeyHash() == v.KeyHash() }) {
+			unique = append(unique, v)
+		}
+	}
+	n, err := note.Open(signed, note.VerifierList(unique...))
 	var unknown *note.UnverifiedNoteError
 	if errors.As(err, &unknown) {
 		// Signed, but by none of the keys given: say so, not "invalid".

@@ -165,6 +165,9 @@ func TestFile(t *testing.T) {
 	entries, err := os.ReadDir(filepath.Dir(path))
 	require.NoError(t, err)
 	assert.Len(t, entries, 1, "no temporary file left behind")
+	require.NoError(t, os.WriteFile(path, nil, 0o600))
+	_, err = f.Load(ctx)
+	assert.ErrorIs(t, err, auditlog.ErrEmptyFile, "an empty file is not \"none\"")
 }
 
 // Cosigners counts each witness once, and only valid cosignatures.
@@ -187,6 +190,24 @@ func TestCosigners(t *testing.T) {
 	names, err := auditlog.Cosigners(signed, keys, 2)
 	require.NoError(t, err)
 	assert.Equal(t, []string{"w1.example", "w2.example"}, names)
+	// A broken line of w3's, before or after the good ones, spoils
+	// nothing: it does not count.
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	require.NoError(t, err)
+	w3, err := cosig.NewSigner("w3.example", priv, func() uint64 { return 1_800_000_000 })
+	require.NoError(t, err)
+	line := w3.Cosign([]byte(auditlog.Text(cp.Origin, cp.Size, cp.Root)))
+	// Flip the last character of the signature for another base64 one:
+	// a well-formed line whose signature does not verify.
+	bad := []byte(line)
+	i := len(bad) - 6 // before any padding and the newline
+	bad[i] = map[bool]byte{true: 'B', false: 'A'}[bad[i] == 'A']
+	head, sigs, _ := strings.Cut(string(signed), "\n\n")
+	for _, withBad := range []string{string(signed) + string(bad), head + "\n\n" + string(bad) + sigs} {
+		names, err = auditlog.Cosigners([]byte(withBad), append(keys[:2:2], w3.VerifierKey()), 2)
+		require.NoError(t, err)
+		assert.Equal(t, []string{"w1.example", "w2.example"}, names)
+	}
 	_, err = auditlog.Cosigners(signed, append(keys, keys[0]), 3)
 	assert.ErrorIs(t, err, auditlog.ErrProof, "a witness listed twice counts once")
 	_, err = auditlog.Cosigners(signed, keys, 4)
@@ -250,6 +271,12 @@ func TestKeys(t *testing.T) {
 
 	_, err = auditlog.ParseKeys(newS, otherV)
 	require.ErrorIs(t, err, auditlog.ErrKey, "a previous key of another log")
+	_, err = auditlog.ParseKeys(newS, rotated.VerifierKey)
+	require.ErrorIs(t, err, auditlog.ErrKey, "the signing key's own, as a previous one")
+	_, err = auditlog.ParseKeys(newS, oldV, oldV)
+	require.ErrorIs(t, err, auditlog.ErrKey, "a previous key twice")
+	_, _, err = auditlog.Open(cp.Note, old.Verifiers[0], old.Verifiers[0])
+	require.NoError(t, err, "a key given twice to Open is one key")
 	_, err = auditlog.ParseKeys(oldV)
 	require.ErrorIs(t, err, auditlog.ErrKey, "a public key is no signer")
 }

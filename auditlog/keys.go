@@ -74,6 +74,14 @@ func ParseKeys(signerKey string, previous ...string) (Keys, error) {
 		if v.Name() != signer.Name() {
 			return Keys{}, fmt.Errorf("%w: previous key %d is named %q, not the log's origin %q: a rotated key keeps the log's name", ErrKey, i, v.Name(), signer.Name())
 		}
+		for j, w := range k.Verifiers {
+			if w.KeyHash() == v.KeyHash() {
+				if j == 0 {
+					return Keys{}, fmt.Errorf("%w: previous key %d is the signing key's own: list only the keys it replaced", ErrKey, i)
+				}
+				return Keys{}, fmt.Errorf("%w: previous key %d is listed twice", ErrKey, i)
+			}
+		}
 		k.Verifiers = append(k.Verifiers, v)
 	}
 	return k, nil

@@ -78,9 +78,11 @@ var (
 // Cosigners returns the names of the witnesses among witnessKeys (C2SP
 // tlog-cosignature keys) whose cosignature on signed verifies, each name
 // once, and an error wrapping ErrProof when fewer than quorum do. A
-// quorum outside 1..len(witnessKeys), or a malformed key, wraps
-// ErrQuorum. It checks cosignatures only: open signed with the log's key
-// (Open) as well.
+// cosignature line that does not verify counts for nothing — it does not
+// spoil the others, so a line added in transit cannot make a witnessed
+// checkpoint unverifiable. A quorum outside 1..len(witnessKeys), or a
+// malformed key, wraps ErrQuorum. It checks cosignatures only: open signed
+// with the log's key (Open) as well.
 func Cosigners(signed []byte, witnessKeys []string, quorum int) ([]string, error) {
 	if quorum < 1 || quorum > len(witnessKeys) {
 		return nil, fmt.Errorf("%w: %d of %d witnesses", ErrQuorum, quorum, len(witnessKeys))
@@ -94,11 +96,7 @@ func Cosigners(signed []byte, witnessKeys []string, quorum int) ([]string, error
 		if slices.Contains(names, v.Name()) {
 			continue
 		}
-		ok, err := HasCosignature(signed, v)
-		if err != nil {
-			return nil, fmt.Errorf("%w: cosignature of %s: %v", ErrProof, v.Name(), err)
-		}
-		if ok {
+		if ok, err := HasCosignature(signed, v); ok && err == nil {
 			names = append(names, v.Name())
 		}
 	}
@@ -108,7 +106,9 @@ func Cosigners(signed []byte, witnessKeys []string, quorum int) ([]string, error
 	return names, nil
 }
 
-// HasCosignature reports whether signed carries a valid signature of v.
+// HasCosignature reports whether signed carries a valid signature of v. A
+// line that names v's key but does not verify is an error (note's), as is
+// a note that does not parse.
 func HasCosignature(signed []byte, v note.Verifier) (bool, error) {
 	n, err := note.Open(signed, note.VerifierList(v))
 	if err != nil {
