@@ -86,8 +86,13 @@ var (
 	// that goes through every todo — claims and Work, Reap's lease expiry
 	// and retention, a revocation's cancel passes — sets it aside: never
 	// handed out, expired, cancelled or purged, reported once to
-	// Config.Logger at error level, and no other work waits on it. Restore
-	// the record, or the store, from a backup.
+	// Config.Logger at error level, and no other work waits on it: its
+	// entries that drive work (ready, delayed, lease, ended) leave the
+	// index the first time a scan meets it, so no later pass meets it
+	// again. Restore the record, or the store, from a backup: once the
+	// record reads again, Reap puts its entries back and its work goes on.
+	// A friend request whose approval todo is damaged is still decided,
+	// withdrawn or expired (the edge is the request's record).
 	ErrDamaged = errors.New("stored record damaged")
 	// ErrClosed is the store's closed error, re-exported so callers need not
 	// import package store to match it.

@@ -215,15 +215,20 @@ func (s *Switchboard) claimIn(t *txn, g *grantRec, qkey string, n int, d time.Du
 // revoked (then it is cancelled here).
 func (s *Switchboard) claimOne(t *txn, g *grantRec, e readyEntry, d time.Duration) (Claimed, bool, error) {
 	r, err := t.todo(e.id)
-	if t.setAside(err, e.id) {
-		if e.key != "" {
-			t.pass(e.key)
+	if errors.Is(err, ErrDamaged) && e.key == "" {
+		// Rare: find the entry again rather than keep every entry's key.
+		key, kerr := t.readyKeyOf(e.qkey, e.id)
+		if kerr != nil {
+			return Claimed{}, false, kerr
 		}
+		e.key = key
+	}
+	if aside, err := t.setAsideEntry(err, e.id, e.key, e.id); aside || err != nil {
 		if t.aside == nil {
 			t.aside = map[string]bool{}
 		}
 		t.aside[e.id] = true
-		return Claimed{}, false, nil
+		return Claimed{}, false, err
 	}
 	if err != nil {
 		return Claimed{}, false, err
@@ -290,7 +295,25 @@ func (t *txn) cancelOrphan(r *todoRec) error {
 
 // readyEntry is one entry of a queue's ready index: its key, and the id of
 // the todo it names.
-type readyEntry struct{ key, id string }
+type readyEntry struct {
+	key  string // the index key, in row-locked transactions only (see pass)
+	id   string
+	qkey string // the queue's key, to find the entry again (readyKeyOf)
+}
+
+// readyKeyOf returns the key of id's entry in the queue's ready index, or
+// "" if it has none.
+func (t *txn) readyKeyOf(qkey, id string) (string, error) {
+	var key string
+	prefix := idxKey(idxReady, qkey, "")
+	err := t.tx.Scan(tIdx, []byte(prefix), prefixEnd(prefix), func(k, v []byte) bool {
+		if string(v) == id {
+			key = string(k)
+		}
+		return key == ""
+	})
+	return key, err
+}
 
 // firstReady returns up to n entries of the queue's ready index, in claim
 // order (promote has moved every due one to ready), passing over those t
@@ -329,10 +352,10 @@ func (t *txn) firstReady(qkey string, n int, first bool) (_ []readyEntry, exhaus
 		read++
 		if !locked {
 			if !t.aside[string(v)] {
-				out = append(out, readyEntry{id: string(v)}) // key: only pass (row-locked) reads it
+				out = append(out, readyEntry{id: string(v), qkey: qkey}) // key: only pass (row-locked) reads it
 			}
 		} else if !t.passed[string(k)] {
-			out = append(out, readyEntry{key: string(k), id: string(v)})
+			out = append(out, readyEntry{key: string(k), id: string(v), qkey: qkey})
 		}
 		return read < limit
 	})
@@ -449,7 +472,7 @@ func (t *txn) recoverLeases(qkey string) error {
 		return err
 	}
 	for _, k := range keys {
-		ended, err := t.expireLease(k[len(prefix)+8:])
+		ended, err := t.expireLease(k[len(prefix)+8:], k)
 		if err != nil {
 			return err
 		}
@@ -460,13 +483,14 @@ func (t *txn) recoverLeases(qkey string) error {
 	return nil
 }
 
-// expireLease ends the expired lease on todo id: the attempt counts, and the
-// todo is queued again or, out of attempts, dead-lettered. It reports
-// false if the todo had moved on (its lease is not the expired one).
-func (t *txn) expireLease(id string) (bool, error) {
+// expireLease ends the expired lease on todo id, found through its lease
+// entry key: the attempt counts, and the todo is queued again or, out of
+// attempts, dead-lettered. It reports false if the todo had moved on (its
+// lease is not the expired one) or is damaged (set aside).
+func (t *txn) expireLease(id, key string) (bool, error) {
 	r, err := t.todo(id)
-	if t.setAside(err, id) {
-		return false, nil
+	if aside, err := t.setAsideEntry(err, id, key, ""); aside || err != nil {
+		return false, err
 	}
 	if err != nil {
 		return false, err

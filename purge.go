@@ -14,16 +14,15 @@ import (
 
 // endedDue returns up to limit ids of ended todos whose retention has
 // passed, oldest first (stale entries of todos redriven since included).
-func (s *Switchboard) endedDue(t *txn, limit int) ([]string, error) {
+func (s *Switchboard) endedDue(t *txn, limit int) (ids, keys []string, err error) {
 	keep := max(s.cfg.TodoRetention, s.cfg.DedupRetention)
 	prefix := string(idxEnded)
 	end := prefix + timeKey(t.now.Add(-keep))
-	var ids []string
-	err := t.tx.Scan(tIdx, []byte(prefix), []byte(end), func(k, _ []byte) bool {
-		ids = append(ids, string(k[len(prefix)+8:]))
+	err = t.tx.Scan(tIdx, []byte(prefix), []byte(end), func(k, _ []byte) bool {
+		ids, keys = append(ids, string(k[len(prefix)+8:])), append(keys, string(k))
 		return len(ids) < limit
 	})
-	return ids, err
+	return ids, keys, err
 }
 
 // archiveTodos hands up to limit ended todos past their retention to
@@ -35,7 +34,7 @@ func (s *Switchboard) archiveTodos(ctx context.Context, limit int) (int, error) 
 	only := map[string][]byte{}
 	err := s.view(ctx, func(t *txn) error {
 		todos, only = nil, map[string][]byte{}
-		ids, err := s.endedDue(t, limit)
+		ids, _, err := s.endedDue(t, limit)
 		if err != nil {
 			return err
 		}
@@ -83,11 +82,20 @@ func (s *Switchboard) purgeTodos(t *txn, limit int, only map[string][]byte) (int
 	if s.cfg.TodoRetention < 0 {
 		return 0, nil
 	}
-	ids, err := s.endedDue(t, limit)
+	ids, keys, err := s.endedDue(t, limit)
 	if err != nil {
 		return 0, err
 	}
-	for _, id := range ids {
+	n := len(ids)
+	for i, id := range ids {
+		r, err := t.todo(id)
+		if aside, err := t.setAsideEntry(err, id, keys[i], ""); aside || err != nil {
+			if err != nil {
+				return 0, err
+			}
+			n-- // not work done: its entry is out of the way now
+			continue
+		}
 		if only != nil {
 			want, ok := only[id]
 			if !ok {
@@ -97,8 +105,7 @@ func (s *Switchboard) purgeTodos(t *txn, limit int, only map[string][]byte) (int
 				continue
 			}
 		}
-		r, err := t.todo(id)
-		if errors.Is(err, ErrNotFound) || t.setAside(err, id) {
+		if errors.Is(err, ErrNotFound) {
 			continue
 		}
 		if err != nil {
@@ -137,7 +144,7 @@ func (s *Switchboard) purgeTodos(t *txn, limit int, only map[string][]byte) (int
 			return 0, err
 		}
 	}
-	return len(ids), nil
+	return n, nil
 }
 
 // purgeEvents archives and deletes up to limit of the oldest audit events

@@ -53,23 +53,29 @@ func (s *Switchboard) Reap(ctx context.Context) (ReapStats, error) {
 			return err
 		}
 		now := timeKey(t.now)
-		var leases []string
+		if _, err := t.restoreDamaged(reapBatch); err != nil {
+			return err
+		}
+		var leases [][2]string // id, its lease entry
 		err := t.scanPrefix(tIdx, string(idxLease), func(k, _ string) (bool, error) {
 			// 'l' queue key \x00 expiry(8) todo id
 			if i := strings.IndexByte(k, 0); i > 0 && len(k) > i+9 && k[i+1:i+9] <= now {
-				leases = append(leases, k[i+9:])
+				leases = append(leases, [2]string{k[i+9:], k})
 			}
 			return len(leases) < reapBatch, nil
 		})
 		if err != nil {
 			return err
 		}
-		for _, id := range leases {
-			if _, err := t.expireLease(id); err != nil {
+		for _, l := range leases {
+			ended, err := t.expireLease(l[0], l[1])
+			if err != nil {
 				return err
 			}
+			if ended {
+				st.LeasesExpired++
+			}
 		}
-		st.LeasesExpired = len(leases)
 
 		var edges []string
 		err = t.scanPrefix(tEdgePending, "", func(_, id string) (bool, error) {

@@ -357,8 +357,10 @@ func (t *txn) promote(qkey string) error {
 	}
 	for _, e := range due {
 		r, err := t.todo(e.id)
-		if t.setAside(err, e.id) {
-			t.pass(e.key)
+		if aside, err := t.setAsideEntry(err, e.id, e.key, e.id); aside || err != nil {
+			if err != nil {
+				return err
+			}
 			continue
 		}
 		if err != nil {

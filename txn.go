@@ -4,6 +4,7 @@
 package switchboard
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/binary"
@@ -40,6 +41,7 @@ const (
 	tBlocks       = "blocks"         // blocking human \x00 blocked human → blockRec
 	tEvents       = "events"         // seq → Event
 	tEdgeEvents   = "edge_events"    // edge id \x00 event type → the event's seq (8 bytes), written as it enters the log
+	tDamaged      = "damaged_todos"  // todo id \x00 todo-index key → its value: the entries of a damaged record set aside (see setAsideEntry)
 	tMeta         = "meta"           // the audit log's state, its latest checkpoint, the sequencer's lease and the schema version
 )
 
@@ -615,6 +617,61 @@ func (s *seqSource) peek() (*seqEntry, error) {
 		return nil, nil
 	}
 	return &s.buf[0], nil
+}
+
+// setAsideEntry is setAside for a scan that reached the record through
+// key, an entry of the todo index that drives work (ready, delayed, lease,
+// ended) with value: the entry moves out of the index into tDamaged, so
+// no later scan meets it again — no batch fills with damaged records, no
+// pass counts them as work — and Reap puts the record's entries back once
+// it reads again (restored from a backup; see restoreDamaged).
+func (t *txn) setAsideEntry(err error, id, key, value string) (bool, error) {
+	if !t.setAside(err, id) {
+		return false, nil
+	}
+	if key == "" {
+		return true, nil
+	}
+	if err := t.del(tIdx, key); err != nil {
+		return true, err
+	}
+	return true, t.tx.Put(tDamaged, []byte(id+sep+key), []byte(value))
+}
+
+// restoreDamaged looks again at up to limit damaged records set aside: a
+// record that reads again (restored from a backup) gets the index entries
+// its state calls for, written afresh (reindex), and leaves tDamaged; one
+// deleted since leaves it; one still damaged stays, and is not reported
+// again. It returns how many records it restored.
+func (t *txn) restoreDamaged(limit int) (int, error) {
+	var keys [][]byte
+	if err := t.tx.Scan(tDamaged, nil, nil, func(k, _ []byte) bool {
+		keys = append(keys, bytes.Clone(k))
+		return len(keys) < limit
+	}); err != nil {
+		return 0, err
+	}
+	restored := map[string]bool{}
+	for _, k := range keys {
+		id, _, _ := strings.Cut(string(k), sep)
+		r, err := t.todo(id)
+		switch {
+		case errors.Is(err, ErrDamaged):
+			continue
+		case isNotFound(err):
+		case err != nil:
+			return 0, err
+		case !restored[id]:
+			if err := t.reindex(r); err != nil {
+				return 0, err
+			}
+			restored[id] = true
+		}
+		if err := t.tx.Delete(tDamaged, k); err != nil {
+			return 0, err
+		}
+	}
+	return len(restored), nil
 }
 
 // setAside reports whether err is a damaged todo record (ErrDamaged) that

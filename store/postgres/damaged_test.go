@@ -70,4 +70,25 @@ func TestADamagedTodoOnPostgreSQL(t *testing.T) {
 	}, &switchboard.WorkOptions{UntilEmpty: true}); err != nil {
 		t.Fatalf("Work: %v", err)
 	}
+	// Set aside once (its ready entry moved out of the index, on the
+	// row-locked claim path): restored from the "backup", Reap puts it
+	// back and it is handed out.
+	if err := st.Update(ctx, func(tx store.Tx) error {
+		v, err := tx.Get("todos", []byte(bad.ID))
+		if err != nil {
+			return err
+		}
+		v = bytes.Clone(v)
+		v[len(v)-2] ^= 0x04
+		return tx.Put("todos", []byte(bad.ID), v)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := k.SB.Reap(ctx); err != nil {
+		t.Fatalf("Reap: %v", err)
+	}
+	got, _, err = k.SB.Claim(ctx, w, "inbox", nil)
+	if err != nil || got.ID != bad.ID {
+		t.Fatalf("claim after the restore: %v %v, want %s", got.ID, err, bad.ID)
+	}
 }
