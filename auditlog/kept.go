@@ -3,7 +3,6 @@ package auditlog
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -25,23 +24,18 @@ type CheckpointStore interface {
 // File is a CheckpointStore in the file at path: written whole to a
 // temporary file in the same directory, synced and renamed over the last
 // (and the directory synced), so a crash leaves one checkpoint or the
-// other. A missing file is no checkpoint; an empty one, which Save never
-// leaves, is an error (ErrEmptyFile), not "none".
+// other. A missing or empty file is no checkpoint (Load returns nil): an
+// empty file is how cmd/switchboard is told to keep one there. Deleting or
+// emptying the file drops the anchor it is (the store's own checkpoint is
+// still checked): keep it where whoever can write the store cannot.
 func File(path string) CheckpointStore { return file(path) }
-
-// ErrEmptyFile is File's Load error for a file that exists and is empty:
-// Save never writes one, so it was cut or replaced by someone else.
-var ErrEmptyFile = errors.New("the checkpoint file is empty: Save never leaves one so; it was truncated or replaced")
 
 type file string
 
 func (f file) Load(context.Context) ([]byte, error) {
 	b, err := os.ReadFile(string(f))
-	if errors.Is(err, fs.ErrNotExist) {
+	if errors.Is(err, fs.ErrNotExist) || err == nil && len(b) == 0 {
 		return nil, nil
-	}
-	if err == nil && len(b) == 0 {
-		return nil, fmt.Errorf("%s: %w", string(f), ErrEmptyFile)
 	}
 	return b, err
 }

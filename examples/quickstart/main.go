@@ -242,7 +242,7 @@ func run(ctx context.Context, dir string) error {
 		return err
 	}
 	fmt.Print(indent(string(cp.Note)))
-	if earlier != nil {
+	if len(earlier) > 0 {
 		last, err := switchboard.OpenCheckpoint(earlier, logPub)
 		if err != nil {
 			return err
