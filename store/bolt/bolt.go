@@ -181,6 +181,9 @@ func open(path string, opts *Options, fs vfs) (*Store, error) {
 		o.CheckpointBytes = 1 << 20
 	}
 	db, err := bbolt.Open(path, o.Mode, &bbolt.Options{Timeout: o.Timeout, NoSync: o.NoSync || o.fileNoSync})
+	if errors.Is(err, berrors.ErrTimeout) {
+		return nil, fmt.Errorf("bolt: open %s: %w: another process holds the file (one process opens a bolt store at a time; read a running host's file with cmd/switchboard, which reads a snapshot)", path, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("bolt: open %s: %w", path, err)
 	}
