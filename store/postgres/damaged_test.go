@@ -34,17 +34,23 @@ func TestADamagedTodoOnPostgreSQL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := st.Update(ctx, func(tx store.Tx) error {
-		v, err := tx.Get("todos", []byte(bad.ID))
-		if err != nil {
-			return err
+	// flip flips one bit in the payload of bad's stored record; flipping
+	// it again restores the record, as a backup would.
+	flip := func() {
+		t.Helper()
+		if err := st.Update(ctx, func(tx store.Tx) error {
+			v, err := tx.Get("todos", []byte(bad.ID))
+			if err != nil {
+				return err
+			}
+			v = bytes.Clone(v)
+			v[len(v)-2] ^= 0x04
+			return tx.Put("todos", []byte(bad.ID), v)
+		}); err != nil {
+			t.Fatal(err)
 		}
-		v = bytes.Clone(v)
-		v[len(v)-2] ^= 0x04 // in the payload
-		return tx.Put("todos", []byte(bad.ID), v)
-	}); err != nil {
-		t.Fatal(err)
 	}
+	flip()
 	_, err = k.SB.Get(ctx, w, bad.ID)
 	if !errors.Is(err, switchboard.ErrDamaged) || !bytes.Contains([]byte(err.Error()), []byte(bad.ID)) {
 		t.Fatalf("Get of the damaged todo: %v", err)
@@ -73,17 +79,7 @@ func TestADamagedTodoOnPostgreSQL(t *testing.T) {
 	// Set aside once (its ready entry moved out of the index, on the
 	// row-locked claim path): restored from the "backup", Reap puts it
 	// back and it is handed out.
-	if err := st.Update(ctx, func(tx store.Tx) error {
-		v, err := tx.Get("todos", []byte(bad.ID))
-		if err != nil {
-			return err
-		}
-		v = bytes.Clone(v)
-		v[len(v)-2] ^= 0x04
-		return tx.Put("todos", []byte(bad.ID), v)
-	}); err != nil {
-		t.Fatal(err)
-	}
+	flip()
 	if _, err := k.SB.Reap(ctx); err != nil {
 		t.Fatalf("Reap: %v", err)
 	}
