@@ -2,8 +2,10 @@
 // witness and a host's outside copy see it: checkpoints (C2SP
 // tlog-checkpoint, signed notes of golang.org/x/mod/sumdb/note), inclusion
 // and consistency proofs (RFC 6962 / 9162, in golang.org/x/mod/sumdb/tlog's
-// forms), the witness contract (C2SP tlog-witness) and the place a host
-// keeps its last checkpoint outside its store.
+// forms), the check that a stored tree still holds a checkpoint (Extends),
+// the witness contract (C2SP tlog-witness), the place a host keeps its last
+// checkpoint outside its store (File), the log's keys and their rotation
+// (NewKey, ParseKeys), and the mark of what one process saw (Mark).
 //
 // It knows nothing of friends or todos: a leaf is bytes, and what an
 // entry means is its user's business (package switchboard's events, whose
