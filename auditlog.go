@@ -12,9 +12,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
-	"math/bits"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -50,71 +47,9 @@ const (
 	frontierKey   = "checkpoint_frontier" // tMeta: the stored checkpoint's frontier hashes, largest subtree first (see matchTree)
 )
 
-// logState is the log's shape, in tMeta under logStateKey.
-type logState struct {
-	Size   uint64 // leaves in the tree
-	Offset uint64 // the seq of leaf i is Offset+i+1 (non-zero only in a store upgraded after its chain had been purged)
-	Purged uint64 // leaves [0, Purged) had their events deleted by retention
-	Todos  uint64 // the last todo seq handed out, on stores without store.Appender
-}
-
-const logStateLen = 32
-
-func (st logState) encode() []byte {
-	b := make([]byte, 0, logStateLen)
-	for _, v := range []uint64{st.Size, st.Offset, st.Purged, st.Todos} {
-		b = binary.BigEndian.AppendUint64(b, v)
-	}
-	return b
-}
-
-// logState returns the transaction's copy of the log's state, read once.
-func (t *txn) logState() (*logState, error) {
-	if t.log != nil {
-		return t.log, nil
-	}
-	b, err := t.tx.Get(tMeta, []byte(logStateKey))
-	return t.setLogState(b, err)
-}
-
-// lockLogState is logState for a transaction that will write the state
-// back: in a row-locked transaction it locks the state's record first, so
-// that a concurrent change to it (a purge moving the log's start) either
-// commits before the read or waits for this transaction — and is not
-// overwritten with the state as it was before.
-func (t *txn) lockLogState() (*logState, error) {
-	if t.locker == nil || t.log != nil {
-		return t.logState()
-	}
-	b, err := t.locker.GetLocked(tMeta, []byte(logStateKey))
-	return t.setLogState(b, err)
-}
-
-// setLogState decodes the log's state record (b, or err reading it) into
-// the transaction's copy.
-func (t *txn) setLogState(b []byte, err error) (*logState, error) {
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		t.log = &logState{}
-	case err != nil:
-		return nil, fmt.Errorf("read the audit log's state: %w", err)
-	case len(b) != logStateLen:
-		return nil, fmt.Errorf("the audit log's state is %d bytes, want %d", len(b), logStateLen)
-	default:
-		t.log = &logState{
-			Size:   binary.BigEndian.Uint64(b),
-			Offset: binary.BigEndian.Uint64(b[8:]),
-			Purged: binary.BigEndian.Uint64(b[16:]),
-			Todos:  binary.BigEndian.Uint64(b[24:]),
-		}
-	}
-	return t.log, nil
-}
-
-// saveLogState writes the transaction's copy of the log's state back.
-func (t *txn) saveLogState() error {
-	return t.tx.Put(tMeta, []byte(logStateKey), t.log.encode())
-}
+// logLayout is where the audit log keeps its records (see the tables
+// above, tEvents and tMeta).
+var logLayout = auditlog.Layout{Entries: tEvents, Hashes: tLogHashes, Pending: tPending, Meta: tMeta, StateKey: logStateKey}
 
 // nextTodoSeq numbers a new todo: from the store's own sequence where
 // writers run concurrently (store.Appender), else from a counter beside the
@@ -123,13 +58,13 @@ func (t *txn) nextTodoSeq() (uint64, error) {
 	if a, ok := t.tx.(store.Appender); ok {
 		return a.Sequence()
 	}
-	st, err := t.logState()
+	st, err := t.lg.State()
 	if err != nil {
 		return 0, err
 	}
-	st.Todos++
+	st.Counter++
 	t.logDirty = true
-	return st.Todos, nil
+	return st.Counter, nil
 }
 
 // flushEvents ends a write transaction's part in the log: its events go
@@ -137,17 +72,16 @@ func (t *txn) nextTodoSeq() (uint64, error) {
 // written pending — no writer reads or moves a shared head — for the
 // sequencer to add after commit (see sequencer.go).
 func (t *txn) flushEvents() error {
-	if a, ok := t.tx.(store.Appender); ok && len(t.events) > 0 {
+	if _, ok := t.tx.(store.Appender); ok && len(t.events) > 0 {
 		var b, leaf []byte
 		for i := range t.events {
 			e := t.events[i]
 			e.Seq = 0
 			leaf = appendLeaf(leaf[:0], &e)
-			b = binary.AppendUvarint(b, uint64(len(leaf)))
-			b = append(b, leaf...)
+			b = auditlog.AppendPending(b, leaf)
 		}
-		if err := a.Append(tPending, b); err != nil {
-			return fmt.Errorf("append audit events: %w", err)
+		if err := t.lg.AddPending(b); err != nil {
+			return err
 		}
 		t.pending = len(t.events)
 		return nil
@@ -160,7 +94,7 @@ func (t *txn) flushEvents() error {
 		return nil
 	}
 	if t.logDirty {
-		return t.saveLogState()
+		return t.lg.SaveState()
 	}
 	return nil
 }
@@ -168,232 +102,38 @@ func (t *txn) flushEvents() error {
 // parsePending reads the events of one pending row.
 func parsePending(v []byte) ([]Event, error) {
 	var evs []Event
-	for len(v) > 0 {
-		n, w := binary.Uvarint(v)
-		if w <= 0 || n > uint64(len(v)-w) {
-			return nil, errors.New("pending audit events: bad length")
-		}
-		e, err := parseLeaf(v[w : w+int(n)])
-		if err != nil {
-			return nil, err
-		}
-		evs, v = append(evs, e), v[w+int(n):]
-	}
-	return evs, nil
+	err := auditlog.ParsePending(v, func(leaf []byte) error {
+		e, err := parseLeaf(leaf)
+		evs = append(evs, e)
+		return err
+	})
+	return evs, err
 }
 
 // integrate appends evs to the log as its next leaves: each gets the next
-// seq, its leaf is stored under it, and the tree's new hashes beside.
+// seq and is stored under it (auditlog.Tx.Append), and where each
+// transition of an edge lands is noted for EdgeEvent.
 func (t *txn) integrate(evs []Event) error {
-	st, err := t.logState()
+	err := t.lg.Append(len(evs), func(i int, seq uint64, b []byte) []byte {
+		evs[i].Seq = seq
+		return appendLeaf(b, &evs[i])
+	})
 	if err != nil {
 		return err
 	}
-	if t.tree != nil {
-		t.tree.begin(st.Size)
-	}
-	if p, ok := t.tx.(store.Prefetcher); ok && len(evs) > 1 && (t.tree == nil || !t.tree.full) {
-		// A server store: fetch the records holding the hashes the new
-		// leaves will build on (the tree's frontier) in one round trip.
-		var keys [][]byte
-		for _, x := range frontierIndexes(st.Size) {
-			level, k := tlog.SplitStoredHashIndex(x)
-			if n := uint64(k+1)<<level - 1; n >= st.Purged {
-				keys = append(keys, be64b(st.Offset+n+1))
-			}
-		}
-		if err := p.Prefetch(tEvents, keys); err != nil {
-			return err
-		}
-	}
-	if t.tree != nil && !t.tree.full {
-		// Read the whole frontier (fetched above) into the sequencer's
-		// copy: the next pass then reads none of it.
-		if _, err := t.hashes().ReadHashes(frontierIndexes(st.Size)); err != nil {
-			return fmt.Errorf("read the audit log's tree: %w", err)
-		}
-	}
 	for i := range evs {
-		e := &evs[i]
-		n := st.Size
-		e.Seq = st.Offset + n + 1
-		v := appendLeaf(make([]byte, 0, 512), e)
-		hashes, err := tlog.StoredHashes(int64(n), v, t.hashes())
-		if err != nil {
-			return fmt.Errorf("add event %d to the audit log's tree: %w", e.Seq, err)
-		}
-		t.tree.add(n, hashes)
-		for _, h := range hashes {
-			v = append(v, h[:]...)
-		}
-		if err := t.insert(tEvents, be64b(e.Seq), v); err != nil {
-			return err
-		}
-		if e.Edge != "" && strings.HasPrefix(string(e.Type), "edge.") {
+		if e := &evs[i]; e.Edge != "" && strings.HasPrefix(string(e.Type), "edge.") {
 			// Where each transition of an edge is in the log, for
 			// EdgeEvent: a few per edge, written by whoever sequences.
 			if err := t.tx.Put(tEdgeEvents, []byte(e.Edge+sep+string(e.Type)), be64b(e.Seq)); err != nil {
 				return err
 			}
 		}
-		st.Size++
 	}
-	return t.saveLogState()
-}
-
-// insert writes a row under a key that is new: an event's seq, never
-// written before (store.Inserter where the store has it — a store that
-// fails an Insert over an existing row then refuses to overwrite the log).
-func (t *txn) insert(table string, key, value []byte) error {
-	if ins, ok := t.tx.(store.Inserter); ok && !t.rewriteLog {
-		return ins.Insert(table, key, value)
-	}
-	return t.tx.Put(table, key, value)
+	return nil
 }
 
 func be64b(n uint64) []byte { return binary.BigEndian.AppendUint64(make([]byte, 0, 8), n) }
-
-// errHashGone is what a tree hash reader returns for a hash retention
-// purged (auditlog.ErrHashGone).
-var errHashGone = auditlog.ErrHashGone
-
-// leafHashes is how many tree hashes leaf n adds: its own and one per
-// subtree it completes (one per trailing 1 bit of n).
-func leafHashes(n uint64) int { return 1 + bits.TrailingZeros64(^n) }
-
-// splitEventValue splits the stored value of leaf n into the event's leaf
-// bytes and the tree hashes stored after them.
-func splitEventValue(n uint64, v []byte) (leaf, hashes []byte, err error) {
-	h := leafHashes(n) * tlog.HashSize
-	if len(v) <= h {
-		return nil, nil, fmt.Errorf("event record of %d bytes cannot hold its %d tree hashes", len(v), h/tlog.HashSize)
-	}
-	return v[:len(v)-h], v[len(v)-h:], nil
-}
-
-// treeCache is the sequencer's copy of the hashes new leaves build on —
-// the stored hashes of the tree's frontier — so a sequencing transaction
-// reads none of them from the store. It holds only hashes of committed
-// trees: a stored hash covers a complete subtree, which never changes in
-// an append-only log, so the copy stays true whoever appends next (another
-// process holding the lease meanwhile included); what a pass adds joins it
-// only once the pass committed. Hashes it lacks are read from the store.
-type treeCache struct {
-	hashes map[int64]tlog.Hash // by stored hash index: committed trees' frontier hashes
-	added  map[int64]tlog.Hash // what the current pass added, until it commits
-	full   bool                // hashes hold the whole frontier the pass started from
-	start  uint64              // the tree size the pass started from
-}
-
-// begin readies c for a pass adding leaves to a tree of size n, dropping
-// what a failed attempt added.
-func (c *treeCache) begin(n uint64) {
-	if c.hashes == nil {
-		c.hashes, c.added = map[int64]tlog.Hash{}, map[int64]tlog.Hash{}
-	}
-	clear(c.added)
-	c.keep(n)
-	c.full, c.start = len(c.hashes) == len(frontierIndexes(n)), n
-}
-
-// keep drops every hash but the frontier of a tree of size n.
-func (c *treeCache) keep(n uint64) {
-	front := frontierIndexes(n)
-	maps.DeleteFunc(c.hashes, func(x int64, _ tlog.Hash) bool { return !slices.Contains(front, x) })
-}
-
-// get returns stored hash x if c holds it.
-func (c *treeCache) get(x int64) (tlog.Hash, bool) {
-	if c == nil {
-		return tlog.Hash{}, false
-	}
-	if h, ok := c.added[x]; ok {
-		return h, true
-	}
-	h, ok := c.hashes[x]
-	return h, ok
-}
-
-// add records the stored hashes leaf n added (tlog numbers them from
-// StoredHashCount(n) on).
-func (c *treeCache) add(n uint64, hashes []tlog.Hash) {
-	if c == nil {
-		return
-	}
-	first := tlog.StoredHashCount(int64(n))
-	for i, h := range hashes {
-		c.added[first+int64(i)] = h
-	}
-}
-
-// remember records stored hash x, completed by leaf n and read from the
-// store, if it is of the committed tree the pass builds on.
-func (c *treeCache) remember(x int64, n uint64, h tlog.Hash) {
-	if c != nil && n < c.start {
-		c.hashes[x] = h
-	}
-}
-
-// committed records that the pass committed, leaving the tree at size n.
-func (c *treeCache) committed(n uint64) {
-	maps.Copy(c.hashes, c.added)
-	clear(c.added)
-	c.keep(n)
-}
-
-// hashes returns the tree's stored hashes as t sees them.
-func (t *txn) hashes() txHashes { return txHashes{t} }
-
-// txHashes reads the tree's stored hashes in a transaction: a hash is
-// stored with the leaf that completed its subtree, or, if that leaf's
-// event was purged, in tLogHashes when proofs still need it.
-type txHashes struct{ t *txn }
-
-func (r txHashes) ReadHashes(indexes []int64) ([]tlog.Hash, error) {
-	st, err := r.t.logState()
-	if err != nil {
-		return nil, err
-	}
-	out := make([]tlog.Hash, len(indexes))
-	for i, x := range indexes {
-		if h, ok := r.t.tree.get(x); ok {
-			out[i] = h
-			continue
-		}
-		level, k := tlog.SplitStoredHashIndex(x)
-		n := uint64(k+1)<<level - 1 // the leaf that completed the subtree
-		if n < st.Purged {
-			b, err := r.t.tx.Get(tLogHashes, be64b(uint64(x)))
-			if errors.Is(err, store.ErrNotFound) {
-				return nil, errHashGone
-			}
-			if err != nil {
-				return nil, err
-			}
-			if len(b) != tlog.HashSize {
-				return nil, fmt.Errorf("tree hash %d is %d bytes", x, len(b))
-			}
-			copy(out[i][:], b)
-			r.t.tree.remember(x, n, out[i])
-			continue
-		}
-		seq := st.Offset + n + 1
-		v, err := r.t.tx.Get(tEvents, be64b(seq))
-		if errors.Is(err, store.ErrNotFound) {
-			return nil, fmt.Errorf("tree hash %d: event %d is missing", x, seq)
-		}
-		if err != nil {
-			return nil, err
-		}
-		_, hs, err := splitEventValue(n, v)
-		if err != nil {
-			return nil, fmt.Errorf("tree hash %d: event %d: %w", x, seq, err)
-		}
-		copy(out[i][:], hs[level*tlog.HashSize:])
-		r.t.tree.remember(x, n, out[i])
-	}
-	return out, nil
-}
 
 // EventLeaf returns the bytes an event is stored as and hashed into the
 // audit log's Merkle tree (its leaf hash is tlog.RecordHash of them): the
@@ -795,7 +535,7 @@ func openCheckpointWith(signed []byte, vs []note.Verifier) (cp Checkpoint, first
 func (s *Switchboard) LogOffset(ctx context.Context) (uint64, error) {
 	var off uint64
 	err := s.view(ctx, func(t *txn) error {
-		st, err := t.logState()
+		st, err := t.lg.State()
 		if err == nil {
 			off = st.Offset
 		}
@@ -813,7 +553,7 @@ func (s *Switchboard) LogOffset(ctx context.Context) (uint64, error) {
 func (s *Switchboard) ProveEvent(ctx context.Context, seq, treeSize uint64) (InclusionProof, error) {
 	var p InclusionProof
 	err := s.view(ctx, func(t *txn) error {
-		st, err := t.logState()
+		st, err := t.lg.State()
 		if err != nil {
 			return err
 		}
@@ -837,12 +577,12 @@ func (s *Switchboard) ProveEvent(ctx context.Context, seq, treeSize uint64) (Inc
 		if err != nil {
 			return err
 		}
-		leaf, _, err := splitEventValue(n, v)
+		leaf, _, err := auditlog.SplitEntry(n, v)
 		if err != nil {
 			return fmt.Errorf("event %d: %w", seq, err)
 		}
-		hashes, err := tlog.ProveRecord(int64(treeSize), int64(n), t.hashes())
-		if errors.Is(err, errHashGone) {
+		hashes, err := tlog.ProveRecord(int64(treeSize), int64(n), &t.lg)
+		if errors.Is(err, auditlog.ErrHashGone) {
 			return fmt.Errorf("%w: event %d", ErrEventPurged, seq)
 		}
 		if err != nil {
@@ -862,7 +602,7 @@ func (s *Switchboard) ProveEvent(ctx context.Context, seq, treeSize uint64) (Inc
 func (s *Switchboard) ProveConsistency(ctx context.Context, oldSize, newSize uint64) (ConsistencyProof, error) {
 	var p ConsistencyProof
 	err := s.view(ctx, func(t *txn) error {
-		st, err := t.logState()
+		st, err := t.lg.State()
 		if err != nil {
 			return err
 		}
@@ -872,8 +612,8 @@ func (s *Switchboard) ProveConsistency(ctx context.Context, oldSize, newSize uin
 		if newSize > st.Size || oldSize > newSize || oldSize == 0 {
 			return invalid("sizes %d and %d: want 0 < old ≤ new ≤ %d", oldSize, newSize, st.Size)
 		}
-		hashes, err := tlog.ProveTree(int64(newSize), int64(oldSize), t.hashes())
-		if errors.Is(err, errHashGone) {
+		hashes, err := tlog.ProveTree(int64(newSize), int64(oldSize), &t.lg)
+		if errors.Is(err, auditlog.ErrHashGone) {
 			return fmt.Errorf("%w: the log of %d events (prove it from the archive)", ErrEventPurged, oldSize)
 		}
 		if err != nil {

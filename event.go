@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/mod/sumdb/tlog"
 
+	"github.com/switchboardhq/switchboard/auditlog"
 	"github.com/switchboardhq/switchboard/store"
 )
 
@@ -200,7 +201,7 @@ func (s *Switchboard) VerifyAuditWith(ctx context.Context, opts VerifyOptions) (
 func (s *Switchboard) verifyAudit(ctx context.Context, t *txn, opts VerifyOptions) (AuditReport, error) {
 	var rep AuditReport
 	kept := opts.Kept
-	st, err := t.logState()
+	st, err := t.lg.State()
 	if err != nil {
 		return rep, err
 	}
@@ -222,8 +223,8 @@ func (s *Switchboard) verifyAudit(ctx context.Context, t *txn, opts VerifyOption
 	// The rebuild starts from the tree hashes kept for the purged events.
 	fr := newFrontier()
 	if st.Purged > 0 {
-		idx := frontierIndexes(st.Purged)
-		hs, err := t.hashes().ReadHashes(idx)
+		idx := auditlog.FrontierIndexes(st.Purged)
+		hs, err := t.lg.ReadHashes(idx)
 		if err != nil {
 			return rep, &AuditError{Seq: seqOf(st.Purged), Reason: fmt.Sprintf("the tree hashes kept for the %d purged events are unreadable: %v", st.Purged, err)}
 		}
@@ -254,7 +255,7 @@ func (s *Switchboard) verifyAudit(ctx context.Context, t *txn, opts VerifyOption
 			if i >= len(keys) || keySeq(keys[i]) != want || len(keys[i]) != 8 {
 				return rep, &AuditError{Seq: want, Reason: "missing"}
 			}
-			leaf, stored, err := splitEventValue(n, vals[i])
+			leaf, stored, err := auditlog.SplitEntry(n, vals[i])
 			if err != nil {
 				return rep, &AuditError{Seq: want, Reason: err.Error()}
 			}
@@ -312,8 +313,8 @@ func (s *Switchboard) verifyAudit(ctx context.Context, t *txn, opts VerifyOption
 		case cp.Size == 0:
 			return nil
 		}
-		root, err := tlog.TreeHash(int64(cp.Size), t.hashes())
-		if errors.Is(err, errHashGone) {
+		root, err := tlog.TreeHash(int64(cp.Size), &t.lg)
+		if errors.Is(err, auditlog.ErrHashGone) {
 			return fmt.Errorf("%w: %s is older than the purged events", ErrEventPurged, which)
 		}
 		if err != nil {
@@ -408,7 +409,7 @@ func (f *frontier) ReadHashes(indexes []int64) ([]tlog.Hash, error) {
 // n leaves, largest first, without marking them read; nil if one is not
 // known.
 func (f *frontier) frontier(n uint64) []tlog.Hash {
-	idx := frontierIndexes(n)
+	idx := auditlog.FrontierIndexes(n)
 	out := make([]tlog.Hash, len(idx))
 	for i, x := range idx {
 		h, ok := f.hashes[x]
@@ -429,21 +430,6 @@ func (f *frontier) forget() {
 	f.read = f.read[:0]
 }
 
-// frontierIndexes returns the stored indexes of the perfect subtrees that
-// together cover leaves [0, n), largest first: the only hashes over those
-// leaves that proofs about later leaves and trees ever need.
-func frontierIndexes(n uint64) []int64 {
-	var out []int64
-	var start uint64
-	for level := 63; level >= 0; level-- {
-		if n&(1<<level) != 0 {
-			out = append(out, tlog.StoredHashIndex(level, int64(start>>level)))
-			start += 1 << level
-		}
-	}
-	return out
-}
-
 // Events returns up to limit audit events with Seq greater than after, in
 // order. It is an operator's view of the whole store: hosts must not expose
 // it to agents. A limit of zero or less means 100.
@@ -461,7 +447,7 @@ func (s *Switchboard) Events(ctx context.Context, after uint64, limit int) ([]Ev
 				return err
 			}
 		}
-		st, err := t.logState()
+		st, err := t.lg.State()
 		if err != nil {
 			return err
 		}
@@ -474,7 +460,7 @@ func (s *Switchboard) Events(ctx context.Context, after uint64, limit int) ([]Ev
 				derr = &AuditError{Seq: seq, Reason: "stored before the log's start"}
 				return false
 			}
-			leaf, _, err := splitEventValue(seq-st.Offset-1, v)
+			leaf, _, err := auditlog.SplitEntry(seq-st.Offset-1, v)
 			if err != nil {
 				derr = &AuditError{Seq: seq, Reason: err.Error()}
 				return false

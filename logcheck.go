@@ -31,7 +31,7 @@ type logAnchor struct {
 // recomputed from the newest anchor's authenticated frontier and the
 // events after it, so what is signed next extends everything checked.
 type logView struct {
-	st       *logState
+	st       *auditlog.State
 	stored   Checkpoint // the stored checkpoint, if has
 	has      bool
 	current  bool // stored is signed with the current key
@@ -68,7 +68,7 @@ func (v *logView) fresh() bool {
 // A failure is an *AuditError; a failed read is returned as it is.
 func (s *Switchboard) checkLog(t *txn, kept, seen *Checkpoint) (logView, error) {
 	var v logView
-	st, err := t.logState()
+	st, err := t.lg.State()
 	if err != nil {
 		return v, err
 	}
@@ -131,15 +131,15 @@ func (s *Switchboard) checkLog(t *txn, kept, seen *Checkpoint) (logView, error) 
 			}
 		}
 		from = base.cp.Size
-		for i, x := range frontierIndexes(from) {
+		for i, x := range auditlog.FrontierIndexes(from) {
 			fr.hashes[x] = hs[i]
 		}
 	} else if st.Purged > 0 {
 		// Nothing was ever signed: the tree starts from the hashes
 		// retention kept, which nothing can check (seen, if any, is
 		// checked on the way).
-		idx := frontierIndexes(st.Purged)
-		hs, err := t.hashes().ReadHashes(idx)
+		idx := auditlog.FrontierIndexes(st.Purged)
+		hs, err := t.lg.ReadHashes(idx)
 		if err != nil {
 			return v, &AuditError{Seq: seqOf(st.Purged), Reason: fmt.Sprintf("the tree hashes kept for the %d purged events are unreadable: %v", st.Purged, err)}
 		}
@@ -166,7 +166,7 @@ func (s *Switchboard) checkLog(t *txn, kept, seen *Checkpoint) (logView, error) 
 			bad = &AuditError{Seq: seqOf(next), Reason: fmt.Sprintf("event %d, after the last checkpoint, is missing", seqOf(next))}
 			return false
 		}
-		leaf, stored, err := splitEventValue(next, val)
+		leaf, stored, err := auditlog.SplitEntry(next, val)
 		if err == nil && tlog.RecordHash(leaf) != tlog.Hash(stored[:tlog.HashSize]) {
 			err = errors.New("it does not hash to its stored leaf")
 		}
@@ -218,7 +218,7 @@ func (s *Switchboard) checkLog(t *txn, kept, seen *Checkpoint) (logView, error) 
 
 // prefixOfEvents checks that the tree rebuilt from the events (fr, at size
 // n) has the root a states.
-func prefixOfEvents(st *logState, a logAnchor, fr *frontier, n uint64) error {
+func prefixOfEvents(st *auditlog.State, a logAnchor, fr *frontier, n uint64) error {
 	root := auditlog.EmptyRoot
 	if n > 0 {
 		hs := fr.frontier(n)
@@ -238,7 +238,7 @@ func prefixOfEvents(st *logState, a logAnchor, fr *frontier, n uint64) error {
 // For the stored checkpoint (stored), the frontier hashes stored with it
 // (authentic if they fold into its signed root) name the first subtree
 // whose events changed.
-func (s *Switchboard) anchorFrontier(t *txn, st *logState, a logAnchor, stored bool) ([]tlog.Hash, error) {
+func (s *Switchboard) anchorFrontier(t *txn, st *auditlog.State, a logAnchor, stored bool) ([]tlog.Hash, error) {
 	seqOf := func(n uint64) uint64 { return st.Offset + n + 1 }
 	if a.cp.Size == 0 {
 		if a.cp.Root != auditlog.EmptyRoot {
@@ -246,8 +246,8 @@ func (s *Switchboard) anchorFrontier(t *txn, st *logState, a logAnchor, stored b
 		}
 		return nil, nil
 	}
-	idx := frontierIndexes(a.cp.Size)
-	hs, err := t.hashes().ReadHashes(idx)
+	idx := auditlog.FrontierIndexes(a.cp.Size)
+	hs, err := t.lg.ReadHashes(idx)
 	if err != nil {
 		return nil, &AuditError{Seq: seqOf(0), Reason: fmt.Sprintf("the tree hashes of the %d events %s %s are unreadable: %v", a.cp.Size, a.which, a.did, err)}
 	}
@@ -279,7 +279,7 @@ func (s *Switchboard) anchorFrontier(t *txn, st *logState, a logAnchor, stored b
 // prefixOf checks that the tree a states is a prefix of the one base
 // states, by a consistency proof read from the store: sound whatever the
 // store holds, both roots being signed or remembered.
-func prefixOf(t *txn, st *logState, a, base logAnchor) error {
+func prefixOf(t *txn, st *auditlog.State, a, base logAnchor) error {
 	seqOf := func(n uint64) uint64 { return st.Offset + n + 1 }
 	if a.cp.Size == base.cp.Size {
 		if a.cp.Root != base.cp.Root {
@@ -293,7 +293,7 @@ func prefixOf(t *txn, st *logState, a, base logAnchor) error {
 		}
 		return nil
 	}
-	proof, err := tlog.ProveTree(int64(base.cp.Size), int64(a.cp.Size), t.hashes())
+	proof, err := tlog.ProveTree(int64(base.cp.Size), int64(a.cp.Size), &t.lg)
 	if err != nil {
 		return &AuditError{Seq: seqOf(a.cp.Size), Reason: fmt.Sprintf("the tree hashes proving that the %d events %s %s are a prefix of the %d %s %s are unreadable: %v", a.cp.Size, a.which, a.did, base.cp.Size, base.which, base.did, err)}
 	}
@@ -308,11 +308,11 @@ func prefixOf(t *txn, st *logState, a, base logAnchor) error {
 // sequencer's mark of what this process saw. A tree the store can no
 // longer prove (purged past it) is not held. An error is a failure to
 // read, not a verdict.
-func holdsTree(t *txn, st *logState, cp Checkpoint, root tlog.Hash) (bool, error) {
+func holdsTree(t *txn, st *auditlog.State, cp Checkpoint, root tlog.Hash) (bool, error) {
 	if cp.Size < st.Purged {
 		return false, nil
 	}
-	return auditlog.Extends(t.hashes(), st.Size, root, cp)
+	return auditlog.Extends(&t.lg, st.Size, root, cp)
 }
 
 // foldFrontier is the root of the tree whose perfect subtrees, largest
@@ -562,7 +562,7 @@ func (s *Switchboard) keptCheckpoint(ctx context.Context) (*Checkpoint, error) {
 // the configuration holds nothing back: put back after retention purged
 // past what it cosigned, it is refused (see askWitness). kept is the kept
 // checkpoint's size, if any.
-func (s *Switchboard) purgeCap(t *txn, st *logState, kept *uint64) (uint64, error) {
+func (s *Switchboard) purgeCap(t *txn, st *auditlog.State, kept *uint64) (uint64, error) {
 	limit := st.Size
 	b, err := t.tx.Get(tMeta, []byte(checkpointKey))
 	switch {

@@ -92,6 +92,7 @@ func migrate(ctx context.Context, st store.Store, now func() time.Time) (layout 
 			from = binary.BigEndian.Uint64(b)
 		}
 		t := &txn{tx: tx, now: now().UTC()}
+		t.lg = logLayout.In(tx, nil)
 		if from >= autoVersion {
 			layout = from
 		} else if err := upgradeLayout(t, from, &layout); err != nil {
@@ -446,7 +447,7 @@ func upgradeLog(t *txn) error {
 		return fmt.Errorf("upgrade the audit log: the hash chain does not verify: %w", broken)
 	}
 
-	st, err := t.logState()
+	st, err := t.lg.State()
 	if err != nil {
 		return err
 	}
@@ -454,10 +455,10 @@ func upgradeLog(t *txn) error {
 		return nil // already a tree (a store written by this version)
 	}
 	st.Offset = baseSeq
-	st.Todos = headSeq
+	st.Counter = headSeq
 	err = tx.Scan(tIdx, []byte{idxQueue}, []byte{idxQueue + 1}, func(k, _ []byte) bool {
 		if len(k) >= 8 {
-			st.Todos = max(st.Todos, binary.BigEndian.Uint64(k[len(k)-8:]))
+			st.Counter = max(st.Counter, binary.BigEndian.Uint64(k[len(k)-8:]))
 		}
 		return true
 	})
@@ -466,7 +467,7 @@ func upgradeLog(t *txn) error {
 	}
 	// Each event is written over its chain record, under the same seq:
 	// a Put, not an Insert.
-	t.rewriteLog = true
+	t.lg.Rewrite = true
 	if err := t.integrate(evs); err != nil {
 		return err
 	}

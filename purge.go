@@ -7,8 +7,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 
+	"github.com/switchboardhq/switchboard/auditlog"
 	"github.com/switchboardhq/switchboard/store"
 )
 
@@ -175,7 +175,7 @@ func (s *Switchboard) purgeEvents(ctx context.Context, limit int) (int, error) {
 	err := s.view(ctx, func(t *txn) error {
 		evs, raws = nil, nil
 		cutoff := t.now.Add(-s.cfg.EventRetention)
-		st, err := t.logState()
+		st, err := t.lg.State()
 		if err != nil {
 			return err
 		}
@@ -187,7 +187,7 @@ func (s *Switchboard) purgeEvents(ctx context.Context, limit int) (int, error) {
 		var derr error
 		err = t.tx.Scan(tEvents, be64b(from), be64b(end), func(k, v []byte) bool {
 			var leaf []byte
-			if leaf, _, derr = splitEventValue(keySeq(k)-st.Offset-1, v); derr != nil {
+			if leaf, _, derr = auditlog.SplitEntry(keySeq(k)-st.Offset-1, v); derr != nil {
 				return false
 			}
 			var e Event
@@ -221,7 +221,7 @@ func (s *Switchboard) purgeEvents(ctx context.Context, limit int) (int, error) {
 	// lock (the oldest events, the tree hashes over them).
 	err = s.updateLocked(ctx, func(t *txn) error {
 		purged = 0
-		st, err := t.lockLogState()
+		st, err := t.lg.LockState()
 		if err != nil {
 			return err
 		}
@@ -262,32 +262,12 @@ func (s *Switchboard) purgeEvents(ctx context.Context, limit int) (int, error) {
 			return nil
 		}
 		// The tree hashes proofs will still need over the purged leaves
-		// (their frontier) move out of the event records first.
-		keep := frontierIndexes(newP)
-		hs, err := t.hashes().ReadHashes(keep)
-		if err != nil {
-			return fmt.Errorf("read the tree hashes to keep: %w", err)
-		}
-		for i, x := range keep {
-			if err := t.tx.Put(tLogHashes, be64b(uint64(x)), hs[i][:]); err != nil {
-				return err
-			}
-		}
-		for _, x := range frontierIndexes(oldP) {
-			if !slices.Contains(keep, x) {
-				if err := t.tx.Delete(tLogHashes, be64b(uint64(x))); err != nil {
-					return err
-				}
-			}
-		}
-		for seq := st.Offset + oldP + 1; seq <= st.Offset+newP; seq++ {
-			if err := t.tx.Delete(tEvents, be64b(seq)); err != nil {
-				return err
-			}
+		// (their frontier) move out of the event records (Purge).
+		if err := t.lg.Purge(newP); err != nil {
+			return err
 		}
 		purged = int(newP - oldP)
-		st.Purged = newP
-		return t.saveLogState()
+		return nil
 	})
 	return purged, err
 }

@@ -28,7 +28,11 @@ func NewLocalDirectory(st store.Store) Directory { return localDirectory{st} }
 type localDirectory struct{ st store.Store }
 
 func (d localDirectory) view(ctx context.Context, fn func(*txn) error) error {
-	return d.st.View(ctx, func(tx store.Tx) error { return fn(&txn{tx: tx}) })
+	return d.st.View(ctx, func(tx store.Tx) error {
+		t := &txn{tx: tx}
+		t.lg = logLayout.In(tx, nil)
+		return fn(t)
+	})
 }
 
 func (d localDirectory) Lookup(ctx context.Context, id string) (Listing, error) {

@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/switchboardhq/switchboard/auditlog"
 	"github.com/switchboardhq/switchboard/store"
 )
 
@@ -42,7 +43,7 @@ type sequencer struct {
 	// its copy of the tree's frontier: touched by one pass at a time (the
 	// loop's, or a chained pass's once the pass before it ended).
 	held time.Time
-	tree treeCache
+	tree auditlog.Cache
 	// unchained: a chained pass found the log as it was before the pass
 	// it followed committed — the store's locked reads do not wait for
 	// commits (postgres.Options.SerializableClaims) — so passes no longer
@@ -265,7 +266,7 @@ func (s *Switchboard) runPass(ctx context.Context, p *seqPass) {
 			case <-ctx.Done():
 				return ctx.Err()
 			}
-			st, err := t.lockLogState()
+			st, err := t.lg.LockState()
 			if err != nil {
 				return err
 			}
@@ -280,7 +281,7 @@ func (s *Switchboard) runPass(ctx context.Context, p *seqPass) {
 		// The pass writes the log's state back: locked, so that a purge
 		// committing meanwhile is not undone (Reap moves the log's start
 		// in a transaction of its own).
-		st, err := t.lockLogState()
+		st, err := t.lg.LockState()
 		if err != nil {
 			return err
 		}
@@ -294,12 +295,12 @@ func (s *Switchboard) runPass(ctx context.Context, p *seqPass) {
 				return err
 			}
 		}
-		t.tree = &s.seq.tree
+		t.lg.Use(&s.seq.tree)
 		if err := t.integrate(evs); err != nil {
 			return err
 		}
-		t.logged, p.n, size = len(evs), len(evs), t.log.Size
-		hs, err := t.hashes().ReadHashes(frontierIndexes(size))
+		t.logged, p.n, size = len(evs), len(evs), st.Size
+		hs, err := t.lg.ReadHashes(auditlog.FrontierIndexes(size))
 		if err != nil {
 			return err
 		}
@@ -311,7 +312,7 @@ func (s *Switchboard) runPass(ctx context.Context, p *seqPass) {
 			// new tree must still hold what this process saw. If not,
 			// sequencing goes on, and the mark stays where it was, for
 			// the next signature to refuse.
-			holds, err := holdsTree(t, t.log, *seen, root)
+			holds, err := holdsTree(t, st, *seen, root)
 			if err != nil {
 				return err // a read failed: the pass runs again
 			}
@@ -328,7 +329,7 @@ func (s *Switchboard) runPass(ctx context.Context, p *seqPass) {
 	p.prev = nil // read above only: the chain is not kept alive behind the running pass
 	if p.err == nil && p.n > 0 {
 		s.seq.held = held
-		s.seq.tree.committed(size)
+		s.seq.tree.Committed(size)
 		p.size = size
 		if forked {
 			s.seen.Fork()

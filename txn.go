@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/switchboardhq/switchboard/auditlog"
 	"github.com/switchboardhq/switchboard/store"
 )
 
@@ -65,18 +66,13 @@ type txn struct {
 	// aside (see setAside): a scan that reads them again passes over them.
 	aside map[string]bool
 
-	events   []Event        // emitted, flushed into the log (or pending) at the end
-	log      *logState      // the audit log's state, once read
-	logDirty bool           // log changed (a todo seq) without an event to write it
-	logged   int            // events this transaction added to the log
-	revoked  []revokedGrant // grants revoked here whose queued todos are cancelled after commit
-	pending  int            // events this transaction wrote pending, for the sequencer
-	// tree is the sequencer's copy of the tree's frontier, when it is the
-	// tree this transaction builds on (see treeCache); nil reads hashes
-	// from the store.
-	tree *treeCache
-
-	recordsV3 bool // write todo records in the form V3 (the store is at layout 8)
+	events    []Event        // emitted, flushed into the log (or pending) at the end
+	lg        auditlog.Tx    // the audit log's part in the transaction: its state, once read
+	logDirty  bool           // log changed (a todo seq) without an event to write it
+	logged    int            // events this transaction added to the log
+	revoked   []revokedGrant // grants revoked here whose queued todos are cancelled after commit
+	pending   int            // events this transaction wrote pending, for the sequencer
+	recordsV3 bool           // write todo records in the form V3 (the store is at layout 8)
 	// damaged reports a damaged record a scan set aside (see setAside).
 	damaged      *damageLog
 	hooks        bool // webhooks are configured: outcomes queue deliveries
@@ -88,10 +84,6 @@ type txn struct {
 	// subscriptions are woken.
 	sequenced []Event
 	soleUntil time.Time
-
-	// rewriteLog: the log's leaves are written over the records the
-	// upgrade from a hash chain read, under the same keys (Put, not Insert).
-	rewriteLog bool
 }
 
 // update runs fn in one store Update with the clock read once, so every
@@ -129,6 +121,7 @@ func (s *Switchboard) updateWith(ctx context.Context, run func(context.Context, 
 			}
 			last.locker = l
 		}
+		last.lg = logLayout.In(tx, last.locker)
 		if err := fn(last); err != nil {
 			return err
 		}
@@ -231,7 +224,11 @@ func (t *txn) anyIn(table string, start, end []byte) bool {
 
 // view runs fn in one store View, with the clock read inside it.
 func (s *Switchboard) view(ctx context.Context, fn func(*txn) error) error {
-	return s.st.View(ctx, func(tx store.Tx) error { return fn(&txn{tx: tx, now: s.now().UTC(), hot: &s.hot, damaged: &s.damaged}) })
+	return s.st.View(ctx, func(tx store.Tx) error {
+		t := &txn{tx: tx, now: s.now().UTC(), hot: &s.hot, damaged: &s.damaged}
+		t.lg = logLayout.In(tx, nil)
+		return fn(t)
+	})
 }
 
 // get decodes the record under key; a missing record is ErrNotFound with

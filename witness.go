@@ -258,7 +258,7 @@ func (s *Switchboard) askWitness(ctx context.Context, w *witness, cp Checkpoint,
 			// A log shorter than what a witness cosigned was rolled back.
 			var size uint64
 			if err := s.view(ctx, func(t *txn) error {
-				st, err := t.logState()
+				st, err := t.lg.State()
 				if err == nil {
 					size = st.Size
 				}

@@ -1,0 +1,446 @@
+// The tree as a store keeps it: each entry's record with the tree hashes
+// it adds, the log's state, the hashes that outlive purged entries, and
+// entries committed pending, for a sequencer to add after commit.
+
+package auditlog
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"maps"
+	"math/bits"
+	"slices"
+
+	"golang.org/x/mod/sumdb/tlog"
+
+	"github.com/switchboardhq/switchboard/store"
+)
+
+// Layout says where a log keeps its records in a store (package store's
+// ordered key-value contract). Entries, Hashes and Pending are the log's
+// own tables; Meta may be shared with the log's user, who then keeps no
+// record of its own under StateKey there.
+type Layout struct {
+	// Entries: the entry's seq (8 bytes, big-endian) → the entry's bytes,
+	// then the tree hashes it adds (golang.org/x/mod/sumdb/tlog's stored
+	// hashes: its own and one per subtree it completes; see SplitEntry).
+	// So no tree hash has a key of its own to write.
+	Entries string
+	// Hashes: tlog's stored hash index (8 bytes, big-endian) → the
+	// 32-byte hash, for the few hashes proofs still need after their
+	// entries were purged (FrontierIndexes of the purged count).
+	Hashes string
+	// Pending: a key the store assigns at commit (store.Appender) → the
+	// entries of one commit, not yet in the tree (see AppendPending).
+	Pending string
+	// Meta and StateKey: where the log's State is kept (32 bytes).
+	Meta     string
+	StateKey string
+}
+
+// State is a log's shape, kept under Layout.StateKey.
+type State struct {
+	Size   uint64 // entries in the tree
+	Offset uint64 // the seq of entry i is Offset+i+1 (see Seq)
+	Purged uint64 // entries [0, Purged) were deleted by retention (Purge)
+	// Counter is a number the log's user keeps beside the state, written
+	// with it (package switchboard numbers todos with it on stores whose
+	// writers run one at a time). The log never reads it.
+	Counter uint64
+}
+
+// Seq is the seq of entry n: the key its record is stored under.
+func (st *State) Seq(n uint64) uint64 { return st.Offset + n + 1 }
+
+const stateLen = 32
+
+func (st *State) encode() []byte {
+	b := make([]byte, 0, stateLen)
+	for _, v := range []uint64{st.Size, st.Offset, st.Purged, st.Counter} {
+		b = binary.BigEndian.AppendUint64(b, v)
+	}
+	return b
+}
+
+// Tx is a log's part in one store transaction: its state, read once and
+// written back with SaveState, and the tree's stored hashes, read through
+// a Cache where one is given (Use). A Tx is a value made by Layout.In for
+// each transaction; it must not outlive it.
+type Tx struct {
+	tx     store.Tx
+	layout *Layout
+	locker store.Locker
+	state  State
+	read   bool
+	cache  *Cache
+	// Rewrite makes Append write entries with Put, over records under the
+	// same keys (an upgrade rewriting an older log in place), instead of
+	// store.Inserter's Insert, which a store may refuse over a record
+	// that is there.
+	Rewrite bool
+}
+
+// In returns the log's part in tx. locker, if not nil, is tx's row locks
+// (a row-locked transaction: LockState locks the state's record).
+func (l *Layout) In(tx store.Tx, locker store.Locker) Tx {
+	return Tx{tx: tx, layout: l, locker: locker}
+}
+
+// State returns the transaction's copy of the log's state, read once;
+// changes to it are written by SaveState (or Append, Purge).
+func (x *Tx) State() (*State, error) {
+	if x.read {
+		return &x.state, nil
+	}
+	b, err := x.tx.Get(x.layout.Meta, []byte(x.layout.StateKey))
+	return x.setState(b, err)
+}
+
+// LockState is State for a transaction that will write the state back:
+// in a row-locked transaction it locks the state's record first, so that a
+// concurrent change to it (a purge moving the log's start) either commits
+// before the read or waits for this transaction — and is not overwritten
+// with the state as it was before.
+func (x *Tx) LockState() (*State, error) {
+	if x.locker == nil || x.read {
+		return x.State()
+	}
+	b, err := x.locker.GetLocked(x.layout.Meta, []byte(x.layout.StateKey))
+	return x.setState(b, err)
+}
+
+func (x *Tx) setState(b []byte, err error) (*State, error) {
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		x.state = State{}
+	case err != nil:
+		return nil, fmt.Errorf("read the audit log's state: %w", err)
+	case len(b) != stateLen:
+		return nil, fmt.Errorf("the audit log's state is %d bytes, want %d", len(b), stateLen)
+	default:
+		x.state = State{
+			Size:    binary.BigEndian.Uint64(b),
+			Offset:  binary.BigEndian.Uint64(b[8:]),
+			Purged:  binary.BigEndian.Uint64(b[16:]),
+			Counter: binary.BigEndian.Uint64(b[24:]),
+		}
+	}
+	x.read = true
+	return &x.state, nil
+}
+
+// SaveState writes the transaction's copy of the state back.
+func (x *Tx) SaveState() error {
+	return x.tx.Put(x.layout.Meta, []byte(x.layout.StateKey), x.state.encode())
+}
+
+// Use makes the transaction read and add tree hashes through c (see
+// Cache); nil reads every hash from the store.
+func (x *Tx) Use(c *Cache) { x.cache = c }
+
+// Append adds n entries to the tree as its next leaves, each written under
+// its seq with the tree hashes it adds, and saves the state. entry appends
+// entry i's bytes to b and returns the result; it is told the entry's seq
+// (an entry may hold it).
+func (x *Tx) Append(n int, entry func(i int, seq uint64, b []byte) []byte) error {
+	st, err := x.State()
+	if err != nil {
+		return err
+	}
+	c := x.cache
+	if c != nil {
+		c.begin(st.Size)
+	}
+	if p, ok := x.tx.(store.Prefetcher); ok && n > 1 && (c == nil || !c.full) {
+		// A server store: fetch the records holding the hashes the new
+		// leaves will build on (the tree's frontier) in one round trip.
+		var keys [][]byte
+		for _, ix := range FrontierIndexes(st.Size) {
+			if k := completedBy(ix); k >= st.Purged {
+				keys = append(keys, be64(st.Seq(k)))
+			}
+		}
+		if err := p.Prefetch(x.layout.Entries, keys); err != nil {
+			return err
+		}
+	}
+	if c != nil && !c.full {
+		// Read the whole frontier (fetched above) into the cache: the
+		// next pass then reads none of it.
+		if _, err := x.ReadHashes(FrontierIndexes(st.Size)); err != nil {
+			return fmt.Errorf("read the audit log's tree: %w", err)
+		}
+	}
+	for i := range n {
+		k := st.Size
+		seq := st.Seq(k)
+		v := entry(i, seq, make([]byte, 0, 512))
+		hashes, err := tlog.StoredHashes(int64(k), v, x)
+		if err != nil {
+			return fmt.Errorf("add entry %d to the audit log's tree: %w", seq, err)
+		}
+		c.add(k, hashes)
+		for _, h := range hashes {
+			v = append(v, h[:]...)
+		}
+		if err := x.insert(x.layout.Entries, be64(seq), v); err != nil {
+			return err
+		}
+		st.Size++
+	}
+	return x.SaveState()
+}
+
+// insert writes a record under a key that is new (store.Inserter where
+// the store has it, unless Rewrite).
+func (x *Tx) insert(table string, key, value []byte) error {
+	if ins, ok := x.tx.(store.Inserter); ok && !x.Rewrite {
+		return ins.Insert(table, key, value)
+	}
+	return x.tx.Put(table, key, value)
+}
+
+// completedBy is the entry whose leaf completed the subtree of stored
+// hash index ix: the hash is stored in its record.
+func completedBy(ix int64) uint64 {
+	level, k := tlog.SplitStoredHashIndex(ix)
+	return uint64(k+1)<<level - 1
+}
+
+// ReadHashes reads the tree's stored hashes (tlog.HashReader): a hash is
+// in the record of the entry that completed its subtree, or, if that
+// entry was purged, in Layout.Hashes while proofs still need it, and
+// ErrHashGone after.
+func (x *Tx) ReadHashes(indexes []int64) ([]tlog.Hash, error) {
+	st, err := x.State()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]tlog.Hash, len(indexes))
+	for i, ix := range indexes {
+		if h, ok := x.cache.get(ix); ok {
+			out[i] = h
+			continue
+		}
+		n := completedBy(ix)
+		if n < st.Purged {
+			b, err := x.tx.Get(x.layout.Hashes, be64(uint64(ix)))
+			if errors.Is(err, store.ErrNotFound) {
+				return nil, ErrHashGone
+			}
+			if err != nil {
+				return nil, err
+			}
+			if len(b) != tlog.HashSize {
+				return nil, fmt.Errorf("tree hash %d is %d bytes", ix, len(b))
+			}
+			copy(out[i][:], b)
+			x.cache.remember(ix, n, out[i])
+			continue
+		}
+		seq := st.Seq(n)
+		v, err := x.tx.Get(x.layout.Entries, be64(seq))
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, fmt.Errorf("tree hash %d: entry %d is missing", ix, seq)
+		}
+		if err != nil {
+			return nil, err
+		}
+		_, hs, err := SplitEntry(n, v)
+		if err != nil {
+			return nil, fmt.Errorf("tree hash %d: entry %d: %w", ix, seq, err)
+		}
+		level, _ := tlog.SplitStoredHashIndex(ix)
+		copy(out[i][:], hs[level*tlog.HashSize:])
+		x.cache.remember(ix, n, out[i])
+	}
+	return out, nil
+}
+
+// Purge deletes the records of entries [Purged, to) and moves Purged to
+// to. Of the tree hashes those records held, the few that proofs about
+// kept entries, and between trees of at least to entries, still read (the
+// frontier of the first to leaves) move to Layout.Hashes first. The
+// caller checks first that the entries may go.
+func (x *Tx) Purge(to uint64) error {
+	st, err := x.State()
+	if err != nil {
+		return err
+	}
+	from := st.Purged
+	if to <= from {
+		return nil
+	}
+	if to > st.Size {
+		return fmt.Errorf("purge to %d: the log holds %d entries", to, st.Size)
+	}
+	keep := FrontierIndexes(to)
+	hs, err := x.ReadHashes(keep)
+	if err != nil {
+		return fmt.Errorf("read the tree hashes to keep: %w", err)
+	}
+	for i, ix := range keep {
+		if err := x.tx.Put(x.layout.Hashes, be64(uint64(ix)), hs[i][:]); err != nil {
+			return err
+		}
+	}
+	for _, ix := range FrontierIndexes(from) {
+		if !slices.Contains(keep, ix) {
+			if err := x.tx.Delete(x.layout.Hashes, be64(uint64(ix))); err != nil {
+				return err
+			}
+		}
+	}
+	for n := from; n < to; n++ {
+		if err := x.tx.Delete(x.layout.Entries, be64(st.Seq(n))); err != nil {
+			return err
+		}
+	}
+	st.Purged = to
+	return x.SaveState()
+}
+
+// AddPending writes entries committed in this transaction, for a
+// sequencer to Append after commit, as one row of Layout.Pending under a
+// key the store assigns (a store.Appender's transaction; see
+// AppendPending for the row).
+func (x *Tx) AddPending(row []byte) error {
+	a, ok := x.tx.(store.Appender)
+	if !ok {
+		return errors.New("the store assigns no keys (store.Appender): append to the tree instead")
+	}
+	if err := a.Append(x.layout.Pending, row); err != nil {
+		return fmt.Errorf("append pending entries: %w", err)
+	}
+	return nil
+}
+
+// AppendPending appends one entry to a pending row: a uvarint of its
+// length, then its bytes.
+func AppendPending(row, entry []byte) []byte {
+	row = binary.AppendUvarint(row, uint64(len(entry)))
+	return append(row, entry...)
+}
+
+// ParsePending calls fn with each entry of a pending row, in order.
+func ParsePending(row []byte, fn func(entry []byte) error) error {
+	for len(row) > 0 {
+		n, w := binary.Uvarint(row)
+		if w <= 0 || n > uint64(len(row)-w) {
+			return errors.New("pending audit entries: bad length")
+		}
+		if err := fn(row[w : w+int(n)]); err != nil {
+			return err
+		}
+		row = row[w+int(n):]
+	}
+	return nil
+}
+
+// LeafHashes is how many tree hashes entry n adds: its own and one per
+// subtree it completes (one per trailing 1 bit of n).
+func LeafHashes(n uint64) int { return 1 + bits.TrailingZeros64(^n) }
+
+// SplitEntry splits the stored record of entry n into the entry's bytes
+// and the tree hashes stored after them.
+func SplitEntry(n uint64, v []byte) (entry, hashes []byte, err error) {
+	h := LeafHashes(n) * tlog.HashSize
+	if len(v) <= h {
+		return nil, nil, fmt.Errorf("entry record of %d bytes cannot hold its %d tree hashes", len(v), h/tlog.HashSize)
+	}
+	return v[:len(v)-h], v[len(v)-h:], nil
+}
+
+// FrontierIndexes returns the stored hash indexes of the perfect subtrees
+// that together cover leaves [0, n), largest first: the only hashes over
+// those leaves that proofs about later leaves and trees ever need, and
+// what the next leaves build on.
+func FrontierIndexes(n uint64) []int64 {
+	var out []int64
+	var start uint64
+	for level := 63; level >= 0; level-- {
+		if n&(1<<level) != 0 {
+			out = append(out, tlog.StoredHashIndex(level, int64(start>>level)))
+			start += 1 << level
+		}
+	}
+	return out
+}
+
+func be64(n uint64) []byte { return binary.BigEndian.AppendUint64(make([]byte, 0, 8), n) }
+
+// Cache is a sequencer's copy of the hashes new leaves build on — the
+// stored hashes of the tree's frontier — so a transaction appending reads
+// none of them from the store (Tx.Use). It holds only hashes of committed
+// trees: a stored hash covers a complete subtree, which never changes in
+// an append-only log, so the copy stays true whoever appends next
+// (another process included); what a transaction adds joins it only once
+// the caller says it committed (Committed). Hashes it lacks are read from
+// the store. The zero Cache is empty and ready; a Cache serves one
+// transaction at a time.
+type Cache struct {
+	hashes map[int64]tlog.Hash // by stored hash index: committed trees' frontier hashes
+	added  map[int64]tlog.Hash // what the current transaction added, until it commits
+	full   bool                // hashes hold the whole frontier the transaction started from
+	start  uint64              // the tree size the transaction started from
+}
+
+// begin readies c for a transaction adding leaves to a tree of size n,
+// dropping what a failed attempt added.
+func (c *Cache) begin(n uint64) {
+	if c.hashes == nil {
+		c.hashes, c.added = map[int64]tlog.Hash{}, map[int64]tlog.Hash{}
+	}
+	clear(c.added)
+	c.keep(n)
+	c.full, c.start = len(c.hashes) == len(FrontierIndexes(n)), n
+}
+
+// keep drops every hash but the frontier of a tree of size n.
+func (c *Cache) keep(n uint64) {
+	front := FrontierIndexes(n)
+	maps.DeleteFunc(c.hashes, func(x int64, _ tlog.Hash) bool { return !slices.Contains(front, x) })
+}
+
+func (c *Cache) get(x int64) (tlog.Hash, bool) {
+	if c == nil {
+		return tlog.Hash{}, false
+	}
+	if h, ok := c.added[x]; ok {
+		return h, true
+	}
+	h, ok := c.hashes[x]
+	return h, ok
+}
+
+// add records the stored hashes leaf n added (tlog numbers them from
+// StoredHashCount(n) on).
+func (c *Cache) add(n uint64, hashes []tlog.Hash) {
+	if c == nil {
+		return
+	}
+	first := tlog.StoredHashCount(int64(n))
+	for i, h := range hashes {
+		c.added[first+int64(i)] = h
+	}
+}
+
+// remember records stored hash x, completed by leaf n and read from the
+// store, if it is of the committed tree the transaction builds on.
+func (c *Cache) remember(x int64, n uint64, h tlog.Hash) {
+	if c != nil && c.hashes != nil && n < c.start {
+		c.hashes[x] = h
+	}
+}
+
+// Committed records that the transaction that last appended through c
+// committed, leaving the tree at n entries.
+func (c *Cache) Committed(n uint64) {
+	if c.hashes == nil {
+		return
+	}
+	maps.Copy(c.hashes, c.added)
+	clear(c.added)
+	c.keep(n)
+}
