@@ -558,10 +558,11 @@ func (s *Switchboard) keptCheckpoint(ctx context.Context) (*Checkpoint, error) {
 // purgeCap is how far retention may purge the log: never past a
 // checkpoint later checks need — the stored one, the one kept outside the
 // store, the last one each configured witness cosigned — so each can
-// always be proved a prefix of the log (see checkLog). A witness out of
-// the configuration holds nothing back: put back after retention purged
-// past what it cosigned, it is refused (see askWitness). kept is the kept
-// checkpoint's size, if any.
+// always be proved a prefix of the log (see checkLog); a configured
+// witness this store records nothing of holds all of it back. A witness
+// out of the configuration holds nothing back: put back after retention
+// purged past what it cosigned, it is refused (see askWitness). kept is
+// the kept checkpoint's size, if any.
 func (s *Switchboard) purgeCap(t *txn, st *auditlog.State, kept *uint64) (uint64, error) {
 	limit := st.Size
 	b, err := t.tx.Get(tMeta, []byte(checkpointKey))
@@ -587,9 +588,11 @@ func (s *Switchboard) purgeCap(t *txn, st *auditlog.State, kept *uint64) (uint64
 		return 0, err
 	}
 	for _, o := range olds {
-		if o > 0 {
-			limit = min(limit, o)
-		}
+		// A configured witness the store holds no record of (0) holds
+		// everything back until it cosigns: it may be new, or the store
+		// may have forgotten what it cosigned (a restored backup), and
+		// the proof from what it holds must stay possible.
+		limit = min(limit, o)
 	}
 	return limit, nil
 }

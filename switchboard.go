@@ -136,7 +136,10 @@ type Config struct {
 	// asked at once, each within its Timeout, after the checkpoint is
 	// signed and before it is stored; their cosignatures are stored with
 	// it, and one a witness refused is never stored. Retention never
-	// purges past the last checkpoint a configured witness cosigned.
+	// purges past the last checkpoint a configured witness cosigned, and
+	// not at all while the store records none for one (a witness new to
+	// the configuration, or one a restored backup forgot): it may hold
+	// any of the log, and must still be given a proof from it.
 	Witnesses []WitnessConfig
 	// SequencerLease is how long the process that sequences the audit log
 	// holds the job before another may take it over — the longest the log
