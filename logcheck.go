@@ -211,7 +211,7 @@ func (s *Switchboard) checkLog(t *txn, kept, seen *Checkpoint) (logView, error) 
 		if v.frontier = fr.frontier(st.Size); v.frontier == nil {
 			return v, &AuditError{Seq: seqOf(st.Size - 1), Reason: fmt.Sprintf("the tree of %d events cannot be rebuilt", st.Size)}
 		}
-		v.root = foldFrontier(v.frontier)
+		v.root = auditlog.FoldFrontier(v.frontier)
 	}
 	return v, nil
 }
@@ -225,7 +225,7 @@ func prefixOfEvents(st *auditlog.State, a logAnchor, fr *frontier, n uint64) err
 		if hs == nil {
 			return &AuditError{Seq: st.Offset + n, Reason: fmt.Sprintf("the tree of %d events cannot be rebuilt to check %s", n, a.which)}
 		}
-		root = foldFrontier(hs)
+		root = auditlog.FoldFrontier(hs)
 	}
 	if root != a.cp.Root {
 		return &AuditError{Seq: st.Offset + 1, Reason: fmt.Sprintf("the first %d events no longer hash to the root %s %s: the log was rewritten", n, a.which, a.did)}
@@ -251,7 +251,7 @@ func (s *Switchboard) anchorFrontier(t *txn, st *auditlog.State, a logAnchor, st
 	if err != nil {
 		return nil, &AuditError{Seq: seqOf(0), Reason: fmt.Sprintf("the tree hashes of the %d events %s %s are unreadable: %v", a.cp.Size, a.which, a.did, err)}
 	}
-	if foldFrontier(hs) == a.cp.Root {
+	if auditlog.FoldFrontier(hs) == a.cp.Root {
 		return hs, nil
 	}
 	if stored {
@@ -260,7 +260,7 @@ func (s *Switchboard) anchorFrontier(t *txn, st *auditlog.State, a logAnchor, st
 			for i := range signed {
 				copy(signed[i][:], b[i*tlog.HashSize:])
 			}
-			if foldFrontier(signed) == a.cp.Root {
+			if auditlog.FoldFrontier(signed) == a.cp.Root {
 				var start uint64
 				for i, x := range idx {
 					level, _ := tlog.SplitStoredHashIndex(x)
@@ -301,29 +301,6 @@ func prefixOf(t *txn, st *auditlog.State, a, base logAnchor) error {
 		return &AuditError{Seq: seqOf(0), Reason: fmt.Sprintf("the %d events %s %s are not a prefix of the %d %s %s: the log was rewritten or forked", a.cp.Size, a.which, a.did, base.cp.Size, base.which, base.did)}
 	}
 	return nil
-}
-
-// holdsTree reports whether the log, in state st, still holds the tree cp
-// states — proved a prefix of the tree now, whose root is root — for the
-// sequencer's mark of what this process saw. A tree the store can no
-// longer prove (purged past it) is not held. An error is a failure to
-// read, not a verdict.
-func holdsTree(t *txn, st *auditlog.State, cp Checkpoint, root tlog.Hash) (bool, error) {
-	if cp.Size < st.Purged {
-		return false, nil
-	}
-	return auditlog.Extends(&t.lg, st.Size, root, cp)
-}
-
-// foldFrontier is the root of the tree whose perfect subtrees, largest
-// first, have hashes hs (RFC 6962: each combined with the root of all
-// after it).
-func foldFrontier(hs []tlog.Hash) tlog.Hash {
-	h := hs[len(hs)-1]
-	for i := len(hs) - 2; i >= 0; i-- {
-		h = tlog.NodeHash(hs[i], h)
-	}
-	return h
 }
 
 // VerbCheckpoint names Checkpoint in an Operation: an Observer counts its

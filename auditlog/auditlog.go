@@ -1,19 +1,30 @@
-// Package auditlog is switchboard's verifiable log as a verifier, a
-// witness and a host's outside copy see it: checkpoints (C2SP
-// tlog-checkpoint, signed notes of golang.org/x/mod/sumdb/note), inclusion
-// and consistency proofs (RFC 6962 / 9162, in golang.org/x/mod/sumdb/tlog's
-// forms), the check that a stored tree still holds a checkpoint (Extends),
-// the witness contract (C2SP tlog-witness), the place a host keeps its last
+// Package auditlog is switchboard's verifiable log: a Merkle tree of
+// entries (RFC 6962 / 9162, in golang.org/x/mod/sumdb/tlog's forms) kept in
+// a store of package store's contract, and everything a verifier, a
+// witness and a host's outside copy need to check it.
+//
+// The log in a store: Layout names its tables, and Layout.In gives its
+// part in one of the caller's transactions (Tx): its State, entries
+// appended as the tree's next leaves (Append), the tree's stored hashes
+// (ReadHashes, a tlog.HashReader), retention (Purge), and, on a store
+// whose writers run concurrently, entries committed pending (AddPending)
+// for the Sequencer to add after commit, under a lease, keeping a Cache of
+// the tree's frontier.
+//
+// Checking it: checkpoints (C2SP tlog-checkpoint, signed notes of
+// golang.org/x/mod/sumdb/note: Sign, Open), inclusion and consistency
+// proofs (CheckInclusion, CheckConsistency), the check that a stored tree
+// still holds a checkpoint (Extends), the witness contract (C2SP
+// tlog-witness: Witness, Cosigners), the place a host keeps its last
 // checkpoint outside its store (File), the log's keys and their rotation
 // (NewKey, ParseKeys), and the mark of what one process saw (Mark).
 //
-// It knows nothing of friends or todos: a leaf is bytes, and what an
+// It knows nothing of friends or todos: an entry is bytes, and what an
 // entry means is its user's business (package switchboard's events, whose
-// leaf is EventLeaf). Everything here is a plain function or type over
-// bytes and hashes, so a third party checks a log with this package, or
-// with x/mod's note and tlog alone. Package switchboard re-exports these
-// types under its own names (switchboard.Checkpoint is Checkpoint) and
-// keeps, for now, the tree's storage and its sequencer.
+// leaf is EventLeaf). A third party checks a log with this package, or
+// with x/mod's note and tlog alone. Package switchboard re-exports the
+// checking types under its own names (switchboard.Checkpoint is
+// Checkpoint).
 package auditlog
 
 import (
