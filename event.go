@@ -95,40 +95,14 @@ func (e *Event) sanitize() {
 // or seen), New (an older store's hash chain that does not verify while
 // upgrading), Reap's LogProblem and a Subscription's Err. Nothing is
 // signed while it stands.
-var ErrAuditBroken = errors.New("audit log broken")
+var ErrAuditBroken = auditlog.ErrAuditBroken
 
 // AuditError is the first damage VerifyAudit found, or what Checkpoint and
-// CheckLog found before signing.
-type AuditError struct {
-	// Seq is the first event position the damage concerns: the event that
-	// was changed, is missing or is out of place, or the first of the
-	// events a changed tree hash covers; 0 when no position applies.
-	Seq    uint64
-	Reason string // what does not hold
-	// Err is the refusal the damage was learned from, when it was not
-	// found in the store itself: ErrWitnessRefused for a witness that
-	// refused a checkpoint. Nil otherwise.
-	Err error
-}
-
-func (e *AuditError) Error() string {
-	if errors.Is(e.Err, ErrUnknownLogKey) {
-		// Not damage the log's own bytes show: the key is the question.
-		return "audit log: " + e.Reason
-	}
-	if e.Seq == 0 {
-		return fmt.Sprintf("%v: %s", ErrAuditBroken, e.Reason)
-	}
-	return fmt.Sprintf("%v at event %d: %s", ErrAuditBroken, e.Seq, e.Reason)
-}
-
-// Unwrap returns ErrAuditBroken, and Err if set.
-func (e *AuditError) Unwrap() []error {
-	if e.Err != nil {
-		return []error{ErrAuditBroken, e.Err}
-	}
-	return []error{ErrAuditBroken}
-}
+// CheckLog found before signing (auditlog.AuditError: Seq, the first event
+// position the damage concerns, or 0; Reason, what does not hold; Err, the
+// refusal it was learned from, as ErrWitnessRefused, or nil). It wraps
+// ErrAuditBroken, and Err if set.
+type AuditError = auditlog.AuditError
 
 // AuditReport is what VerifyAudit checked.
 type AuditReport struct {
@@ -221,7 +195,7 @@ func (s *Switchboard) verifyAudit(ctx context.Context, t *txn, opts VerifyOption
 	}
 
 	// The rebuild starts from the tree hashes kept for the purged events.
-	fr := newFrontier()
+	fr := auditlog.NewRebuild()
 	if st.Purged > 0 {
 		idx := auditlog.FrontierIndexes(st.Purged)
 		hs, err := t.lg.ReadHashes(idx)
@@ -229,7 +203,7 @@ func (s *Switchboard) verifyAudit(ctx context.Context, t *txn, opts VerifyOption
 			return rep, &AuditError{Seq: seqOf(st.Purged), Reason: fmt.Sprintf("the tree hashes kept for the %d purged events are unreadable: %v", st.Purged, err)}
 		}
 		for i, x := range idx {
-			fr.hashes[x] = hs[i]
+			fr.Set(x, hs[i])
 		}
 	}
 
@@ -279,9 +253,9 @@ func (s *Switchboard) verifyAudit(ctx context.Context, t *txn, opts VerifyOption
 				case !bytes.Equal(stored[j*tlog.HashSize:(j+1)*tlog.HashSize], h[:]):
 					return rep, &AuditError{Seq: seqOf(from), Reason: fmt.Sprintf("the tree hash over events %d to %d differs from the events: one of them, or a hash, was changed", seqOf(from), want)}
 				}
-				fr.hashes[first+int64(j)] = h
+				fr.Set(first+int64(j), h)
 			}
-			fr.forget()
+			fr.Forget()
 			if rep.Events == 0 {
 				rep.First = want
 			}
@@ -380,54 +354,6 @@ func keySeq(k []byte) uint64 {
 		return 0
 	}
 	return binary.BigEndian.Uint64(k)
-}
-
-// frontier serves tlog the hashes of a tree being rebuilt leaf by leaf: it
-// holds only the subtrees the next leaves still need, and records which
-// hashes tlog asked for, to drop them.
-type frontier struct {
-	hashes map[int64]tlog.Hash
-	read   []int64
-}
-
-func newFrontier() *frontier { return &frontier{hashes: map[int64]tlog.Hash{}} }
-
-func (f *frontier) ReadHashes(indexes []int64) ([]tlog.Hash, error) {
-	out := make([]tlog.Hash, len(indexes))
-	for i, x := range indexes {
-		h, ok := f.hashes[x]
-		if !ok {
-			return nil, fmt.Errorf("tree hash %d is not known", x)
-		}
-		out[i] = h
-		f.read = append(f.read, x)
-	}
-	return out, nil
-}
-
-// frontier returns the hashes of the perfect subtrees covering the first
-// n leaves, largest first, without marking them read; nil if one is not
-// known.
-func (f *frontier) frontier(n uint64) []tlog.Hash {
-	idx := auditlog.FrontierIndexes(n)
-	out := make([]tlog.Hash, len(idx))
-	for i, x := range idx {
-		h, ok := f.hashes[x]
-		if !ok {
-			return nil
-		}
-		out[i] = h
-	}
-	return out
-}
-
-// forget drops the hashes read for the last leaf: each subtree's hash is
-// read once, when the subtree beside it completes their parent.
-func (f *frontier) forget() {
-	for _, x := range f.read {
-		delete(f.hashes, x)
-	}
-	f.read = f.read[:0]
 }
 
 // Events returns up to limit audit events with Seq greater than after, in

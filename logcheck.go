@@ -18,18 +18,10 @@ import (
 	"github.com/switchboardhq/switchboard/store"
 )
 
-// logAnchor is a checkpoint the stored log must still hold, with the
-// words that name it in an AuditError.
-type logAnchor struct {
-	cp    Checkpoint
-	which string // "the stored checkpoint"
-	did   string // "signed"
-}
-
-// logView is what checkLog found: the stored checkpoint, and with full
-// checks the tree as it is now — its size, root and frontier hashes,
-// recomputed from the newest anchor's authenticated frontier and the
-// events after it, so what is signed next extends everything checked.
+// logView is what checkLog found: the stored checkpoint, and the tree
+// as it is now — its size, root and frontier hashes, recomputed from the
+// newest anchor's authenticated frontier and the events after it
+// (auditlog.Tx.Check), so what is signed next extends everything checked.
 type logView struct {
 	st       *auditlog.State
 	stored   Checkpoint // the stored checkpoint, if has
@@ -49,23 +41,10 @@ func (v *logView) fresh() bool {
 // checkLog checks that the store still holds every history signed so far
 // that this Switchboard knows of — the stored checkpoint, kept (the one
 // Config.Checkpoints keeps) and seen (the largest tree this process
-// sequenced or signed) — and that nothing in the store excuses a check:
-//
-//   - none of them is larger than the log (it was cut short), nor older
-//     than what retention purged (retention never purges past a
-//     checkpoint the log must still check: see purgeCap);
-//   - the stored tree hashes at the newest signed one's size fold into its
-//     root (its frontier, so authenticated), and every other one of size
-//     up to it is proved a prefix of it by a consistency proof read from
-//     the store (sound whatever the store holds: both roots are signed or
-//     remembered);
-//   - every event after the newest signed one hashes to its stored leaf,
-//     every stored tree hash over them is what the events give, the tree
-//     recomputed from that authenticated frontier and those events has
-//     seen's root at seen's size, and its root now is what Checkpoint
-//     signs — an extension of every checkpoint checked.
-//
-// A failure is an *AuditError; a failed read is returned as it is.
+// sequenced or signed) — and that nothing in the store excuses a check
+// (auditlog.Tx.Check says what is checked; retention never purges past a
+// checkpoint the log must still check: see purgeCap). A failure is an
+// *AuditError; a failed read is returned as it is.
 func (s *Switchboard) checkLog(t *txn, kept, seen *Checkpoint) (logView, error) {
 	var v logView
 	st, err := t.lg.State()
@@ -73,11 +52,7 @@ func (s *Switchboard) checkLog(t *txn, kept, seen *Checkpoint) (logView, error) 
 		return v, err
 	}
 	v.st = st
-	seqOf := func(n uint64) uint64 { return st.Offset + n + 1 }
-	if st.Purged > st.Size {
-		return v, &AuditError{Seq: seqOf(st.Size), Reason: fmt.Sprintf("the log's state says %d events were purged of %d", st.Purged, st.Size)}
-	}
-	var signed []logAnchor
+	var anchors []auditlog.Anchor
 	b, err := t.tx.Get(tMeta, []byte(checkpointKey))
 	switch {
 	case errors.Is(err, store.ErrNotFound):
@@ -86,221 +61,27 @@ func (s *Switchboard) checkLog(t *txn, kept, seen *Checkpoint) (logView, error) 
 	default:
 		cp, current, err := openCheckpointWith(b, s.logVerifiers)
 		if err != nil {
-			return v, checkpointErr("the stored checkpoint", seqOf(0), err)
+			return v, checkpointErr("the stored checkpoint", st.Seq(0), err)
 		}
 		v.stored, v.has, v.current = cp, true, current
-		signed = append(signed, logAnchor{cp, "the stored checkpoint", "signed"})
+		anchors = append(anchors, auditlog.Anchor{Checkpoint: cp, Which: "the stored checkpoint", Did: "signed",
+			Frontier: func() []byte {
+				b, _ := t.tx.Get(tMeta, []byte(frontierKey))
+				return b
+			}})
 	}
 	if kept != nil {
-		signed = append(signed, logAnchor{*kept, "the checkpoint kept outside the store", "signed"})
+		anchors = append(anchors, auditlog.Anchor{Checkpoint: *kept, Which: "the checkpoint kept outside the store", Did: "signed"})
 	}
-	all := signed
 	if seen != nil {
-		all = append(all[:len(all):len(all)], logAnchor{*seen, "this process", "sequenced or signed"})
+		anchors = append(anchors, auditlog.Anchor{Checkpoint: *seen, Which: "this process", Did: "sequenced or signed", Seen: true})
 	}
-	for _, a := range all {
-		if a.cp.Size > st.Size {
-			return v, &AuditError{Seq: seqOf(st.Size), Reason: fmt.Sprintf("the log holds %d events, fewer than the %d %s %s: it was cut short (a database restored from a backup, or failed over to a standby that was behind, lost acknowledged writes: see docs/scaling.md, \"When the primary fails\")", st.Size, a.cp.Size, a.which, a.did)}
-		}
-		if a.cp.Size < st.Purged {
-			return v, &AuditError{Seq: seqOf(a.cp.Size), Reason: fmt.Sprintf("the log's state says its first %d events were purged, past the %d events %s %s, which then can no longer be checked: retention never purges past a checkpoint the log must check, so the state was rewritten (or %s is older than everything retention kept)", st.Purged, a.cp.Size, a.which, a.did, a.which)}
-		}
-	}
-
-	// The newest signed checkpoint: the tree hashes at its size,
-	// authenticated by its root, are what the rest is checked against and
-	// built on.
-	var base *logAnchor
-	for i := range signed {
-		if base == nil || signed[i].cp.Size > base.cp.Size {
-			base = &signed[i]
-		}
-	}
-	fr := newFrontier()
-	from := st.Purged
-	if base != nil {
-		hs, err := s.anchorFrontier(t, st, *base, base == &signed[0] && v.has)
-		if err != nil {
-			return v, err
-		}
-		for _, a := range all {
-			if a.cp.Size <= base.cp.Size {
-				if err := prefixOf(t, st, a, *base); err != nil {
-					return v, err
-				}
-			}
-		}
-		from = base.cp.Size
-		for i, x := range auditlog.FrontierIndexes(from) {
-			fr.hashes[x] = hs[i]
-		}
-	} else if st.Purged > 0 {
-		// Nothing was ever signed: the tree starts from the hashes
-		// retention kept, which nothing can check (seen, if any, is
-		// checked on the way).
-		idx := auditlog.FrontierIndexes(st.Purged)
-		hs, err := t.lg.ReadHashes(idx)
-		if err != nil {
-			return v, &AuditError{Seq: seqOf(st.Purged), Reason: fmt.Sprintf("the tree hashes kept for the %d purged events are unreadable: %v", st.Purged, err)}
-		}
-		for i, x := range idx {
-			fr.hashes[x] = hs[i]
-		}
-	}
-	// seen, if past what was signed, is checked where the events reach it.
-	var ahead *logAnchor
-	if seen != nil && seen.Size > from {
-		ahead = &all[len(all)-1]
-	} else if seen != nil && base == nil {
-		if err := prefixOfEvents(st, all[len(all)-1], fr, from); err != nil {
-			return v, err
-		}
-	}
-
-	// The events after the newest signed checkpoint, rehashed: the tree now.
-	next := from
-	var bad error
-	err = t.tx.Scan(tEvents, be64b(seqOf(from)), be64b(seqOf(st.Size)), func(k, val []byte) bool {
-		seq := keySeq(k)
-		if seq != seqOf(next) {
-			bad = &AuditError{Seq: seqOf(next), Reason: fmt.Sprintf("event %d, after the last checkpoint, is missing", seqOf(next))}
-			return false
-		}
-		leaf, stored, err := auditlog.SplitEntry(next, val)
-		if err == nil && tlog.RecordHash(leaf) != tlog.Hash(stored[:tlog.HashSize]) {
-			err = errors.New("it does not hash to its stored leaf")
-		}
-		if err != nil {
-			bad = &AuditError{Seq: seq, Reason: fmt.Sprintf("event %d, after the last signed checkpoint: %v", seq, err)}
-			return false
-		}
-		hashes, err := tlog.StoredHashes(int64(next), leaf, fr)
-		if err != nil {
-			bad = &AuditError{Seq: seq, Reason: fmt.Sprintf("the tree cannot be rebuilt at event %d: %v", seq, err)}
-			return false
-		}
-		first := tlog.StoredHashIndex(0, int64(next))
-		for j, h := range hashes {
-			if !bytes.Equal(stored[j*tlog.HashSize:(j+1)*tlog.HashSize], h[:]) {
-				start := next + 1 - 1<<j
-				bad = &AuditError{Seq: seqOf(start), Reason: fmt.Sprintf("the tree hash over events %d to %d, after the last checkpoint, differs from the events: the log was rewritten", seqOf(start), seq)}
-				return false
-			}
-			fr.hashes[first+int64(j)] = h
-		}
-		fr.forget()
-		next++
-		if ahead != nil && next == ahead.cp.Size {
-			if bad = prefixOfEvents(st, *ahead, fr, next); bad != nil {
-				return false
-			}
-		}
-		return true
-	})
-	if err == nil {
-		err = bad
-	}
+	tree, err := t.lg.Check(anchors)
 	if err != nil {
 		return v, err
 	}
-	if next != st.Size {
-		return v, &AuditError{Seq: seqOf(next), Reason: fmt.Sprintf("event %d, after the last checkpoint, is missing", seqOf(next))}
-	}
-	v.size, v.root = st.Size, auditlog.EmptyRoot
-	if st.Size > 0 {
-		if v.frontier = fr.frontier(st.Size); v.frontier == nil {
-			return v, &AuditError{Seq: seqOf(st.Size - 1), Reason: fmt.Sprintf("the tree of %d events cannot be rebuilt", st.Size)}
-		}
-		v.root = auditlog.FoldFrontier(v.frontier)
-	}
+	v.size, v.root, v.frontier = tree.Size, tree.Root, tree.Frontier
 	return v, nil
-}
-
-// prefixOfEvents checks that the tree rebuilt from the events (fr, at size
-// n) has the root a states.
-func prefixOfEvents(st *auditlog.State, a logAnchor, fr *frontier, n uint64) error {
-	root := auditlog.EmptyRoot
-	if n > 0 {
-		hs := fr.frontier(n)
-		if hs == nil {
-			return &AuditError{Seq: st.Offset + n, Reason: fmt.Sprintf("the tree of %d events cannot be rebuilt to check %s", n, a.which)}
-		}
-		root = auditlog.FoldFrontier(hs)
-	}
-	if root != a.cp.Root {
-		return &AuditError{Seq: st.Offset + 1, Reason: fmt.Sprintf("the first %d events no longer hash to the root %s %s: the log was rewritten", n, a.which, a.did)}
-	}
-	return nil
-}
-
-// anchorFrontier reads the stored tree hashes at a's size — the perfect
-// subtrees covering its events — and checks that they fold into its root.
-// For the stored checkpoint (stored), the frontier hashes stored with it
-// (authentic if they fold into its signed root) name the first subtree
-// whose events changed.
-func (s *Switchboard) anchorFrontier(t *txn, st *auditlog.State, a logAnchor, stored bool) ([]tlog.Hash, error) {
-	seqOf := func(n uint64) uint64 { return st.Offset + n + 1 }
-	if a.cp.Size == 0 {
-		if a.cp.Root != auditlog.EmptyRoot {
-			return nil, &AuditError{Seq: seqOf(0), Reason: fmt.Sprintf("the empty log %s %s has a root that is not the empty tree's", a.which, a.did)}
-		}
-		return nil, nil
-	}
-	idx := auditlog.FrontierIndexes(a.cp.Size)
-	hs, err := t.lg.ReadHashes(idx)
-	if err != nil {
-		return nil, &AuditError{Seq: seqOf(0), Reason: fmt.Sprintf("the tree hashes of the %d events %s %s are unreadable: %v", a.cp.Size, a.which, a.did, err)}
-	}
-	if auditlog.FoldFrontier(hs) == a.cp.Root {
-		return hs, nil
-	}
-	if stored {
-		if b, err := t.tx.Get(tMeta, []byte(frontierKey)); err == nil && len(b) == len(hs)*tlog.HashSize {
-			signed := make([]tlog.Hash, len(hs))
-			for i := range signed {
-				copy(signed[i][:], b[i*tlog.HashSize:])
-			}
-			if auditlog.FoldFrontier(signed) == a.cp.Root {
-				var start uint64
-				for i, x := range idx {
-					level, _ := tlog.SplitStoredHashIndex(x)
-					end := start + 1<<level
-					if hs[i] != signed[i] {
-						return nil, &AuditError{Seq: seqOf(start), Reason: fmt.Sprintf("events %d to %d no longer hash to what %s (%d events) %s: the log was rewritten", seqOf(start), seqOf(end-1), a.which, a.cp.Size, a.did)}
-					}
-					start = end
-				}
-			}
-		}
-	}
-	return nil, &AuditError{Seq: seqOf(0), Reason: fmt.Sprintf("the first %d events no longer hash to the root %s %s: the log was rewritten", a.cp.Size, a.which, a.did)}
-}
-
-// prefixOf checks that the tree a states is a prefix of the one base
-// states, by a consistency proof read from the store: sound whatever the
-// store holds, both roots being signed or remembered.
-func prefixOf(t *txn, st *auditlog.State, a, base logAnchor) error {
-	seqOf := func(n uint64) uint64 { return st.Offset + n + 1 }
-	if a.cp.Size == base.cp.Size {
-		if a.cp.Root != base.cp.Root {
-			return &AuditError{Seq: seqOf(0), Reason: fmt.Sprintf("%s and %s state two roots for the same %d events: a fork", a.which, base.which, a.cp.Size)}
-		}
-		return nil
-	}
-	if a.cp.Size == 0 {
-		if a.cp.Root != auditlog.EmptyRoot {
-			return &AuditError{Seq: seqOf(0), Reason: fmt.Sprintf("the empty log %s %s has a root that is not the empty tree's", a.which, a.did)}
-		}
-		return nil
-	}
-	proof, err := tlog.ProveTree(int64(base.cp.Size), int64(a.cp.Size), &t.lg)
-	if err != nil {
-		return &AuditError{Seq: seqOf(a.cp.Size), Reason: fmt.Sprintf("the tree hashes proving that the %d events %s %s are a prefix of the %d %s %s are unreadable: %v", a.cp.Size, a.which, a.did, base.cp.Size, base.which, base.did, err)}
-	}
-	if err := tlog.CheckTree(proof, int64(base.cp.Size), base.cp.Root, int64(a.cp.Size), a.cp.Root); err != nil {
-		return &AuditError{Seq: seqOf(0), Reason: fmt.Sprintf("the %d events %s %s are not a prefix of the %d %s %s: the log was rewritten or forked", a.cp.Size, a.which, a.did, base.cp.Size, base.which, base.did)}
-	}
-	return nil
 }
 
 // VerbCheckpoint names Checkpoint in an Operation: an Observer counts its

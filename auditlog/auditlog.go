@@ -11,8 +11,10 @@
 // for the Sequencer to add after commit, under a lease, keeping a Cache of
 // the tree's frontier.
 //
-// Checking it: checkpoints (C2SP tlog-checkpoint, signed notes of
-// golang.org/x/mod/sumdb/note: Sign, Open), inclusion and consistency
+// Checking it: the stored tree against every checkpoint it must still
+// hold, before a signature (Tx.Check, whose damage is an AuditError
+// wrapping ErrAuditBroken), checkpoints (C2SP tlog-checkpoint, signed
+// notes of golang.org/x/mod/sumdb/note: Sign, Open), inclusion and consistency
 // proofs (CheckInclusion, CheckConsistency), the check that a stored tree
 // still holds a checkpoint (Extends), the witness contract (C2SP
 // tlog-witness: Witness, Cosigners), the place a host keeps its last
