@@ -2,15 +2,20 @@ package switchboard_test
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"flag"
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/mod/sumdb/note"
+	"golang.org/x/mod/sumdb/tlog"
 
 	sb "github.com/switchboardhq/switchboard"
 	"github.com/switchboardhq/switchboard/store/bolt"
@@ -147,4 +152,95 @@ func copyFile(t *testing.T, from, to string) {
 	_, err = io.Copy(out, in)
 	require.NoError(t, err)
 	require.NoError(t, out.Close())
+}
+
+// An outside verifier with golang.org/x/mod's note and tlog alone — no
+// code of this repository — checks what the fixture's code answered
+// (before the log became a package) and what today's code answers after
+// appending to that same log under a rotated key: every checkpoint opens,
+// every inclusion proof leads to its checkpoint's root, and the new tree
+// is proved to extend the old one.
+func TestAnOutsideVerifierReadsBeforeAndAfter(t *testing.T) {
+	b, err := os.ReadFile("testdata/log-v8.json")
+	require.NoError(t, err)
+	var before logFixture
+	require.NoError(t, json.Unmarshal(b, &before))
+
+	// open is the verifier's reading of a checkpoint note (C2SP
+	// tlog-checkpoint: origin, size, base64 root).
+	open := func(signed []byte, vkey string) (size int64, root tlog.Hash) {
+		t.Helper()
+		v, err := note.NewVerifier(vkey)
+		require.NoError(t, err)
+		n, err := note.Open(signed, note.VerifierList(v))
+		require.NoError(t, err)
+		lines := strings.Split(n.Text, "\n")
+		require.GreaterOrEqual(t, len(lines), 3)
+		require.Equal(t, v.Name(), lines[0])
+		size, err = strconv.ParseInt(lines[1], 10, 64)
+		require.NoError(t, err)
+		raw, err := base64.StdEncoding.DecodeString(lines[2])
+		require.NoError(t, err)
+		require.Len(t, raw, tlog.HashSize)
+		copy(root[:], raw)
+		return size, root
+	}
+	oldSize, oldRoot := open(before.Checkpoint, before.VerifierKey)
+	require.EqualValues(t, len(before.Leaves), oldSize)
+	for i, p := range before.Inclusion {
+		require.Equal(t, before.Leaves[i], p.Leaf)
+		require.NoError(t, tlog.CheckRecord(p.Hashes, oldSize, oldRoot, int64(p.Index), tlog.RecordHash(p.Leaf)), "leaf %d before", i)
+	}
+	// The verifier's own tree of the fixture's leaves, for the older roots.
+	stored := map[int64]tlog.Hash{}
+	mine := tlog.HashReaderFunc(func(ix []int64) ([]tlog.Hash, error) {
+		out := make([]tlog.Hash, len(ix))
+		for i, x := range ix {
+			out[i] = stored[x]
+		}
+		return out, nil
+	})
+	for i, leaf := range before.Leaves {
+		hs, err := tlog.StoredHashes(int64(i), leaf, mine)
+		require.NoError(t, err)
+		for j, h := range hs {
+			stored[tlog.StoredHashCount(int64(i))+int64(j)] = h
+		}
+	}
+	all, err := tlog.TreeHash(oldSize, mine)
+	require.NoError(t, err)
+	require.Equal(t, oldRoot, all, "the fixture's leaves are its checkpoint's tree")
+	for _, p := range before.Consistency {
+		older, err := tlog.TreeHash(int64(p.OldSize), mine)
+		require.NoError(t, err)
+		require.NoError(t, tlog.CheckTree(p.Hashes, oldSize, oldRoot, int64(p.OldSize), older), "consistency %d before", p.OldSize)
+	}
+
+	// Today's code appends to the fixture's log, signing with a new key
+	// of the same name, the fixture's listed as the one before it.
+	path := filepath.Join(t.TempDir(), "switchboard.db")
+	copyFile(t, "testdata/log-v8.db", path)
+	st, err := bolt.Open(path, nil)
+	require.NoError(t, err)
+	defer st.Close()
+	key, vkey, err := sb.NewLogKey("fixture.example/log")
+	require.NoError(t, err)
+	k := switchboardtest.NewKitOn(t, st, &sb.Config{LogKey: key, PreviousLogKeys: []string{before.VerifierKey}})
+	k.Publish("carol", "carol-bot")
+	ctx := context.Background()
+	cp, err := k.SB.Checkpoint(ctx)
+	require.NoError(t, err)
+	newSize, newRoot := open(cp.Note, vkey)
+	require.Greater(t, newSize, oldSize)
+	p, err := k.SB.ProveConsistency(ctx, uint64(oldSize), uint64(newSize))
+	require.NoError(t, err)
+	require.NoError(t, tlog.CheckTree(p.Hashes, newSize, newRoot, oldSize, oldRoot), "the new tree extends the fixture's")
+	for seq := uint64(1); seq <= uint64(newSize); seq++ {
+		ip, err := k.SB.ProveEvent(ctx, seq, uint64(newSize))
+		require.NoError(t, err)
+		if seq <= uint64(oldSize) {
+			require.Equal(t, before.Leaves[seq-1], ip.Leaf, "leaf %d is the fixture's", seq)
+		}
+		require.NoError(t, tlog.CheckRecord(ip.Hashes, newSize, newRoot, int64(ip.Index), tlog.RecordHash(ip.Leaf)), "leaf %d after", seq)
+	}
 }
