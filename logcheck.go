@@ -161,7 +161,7 @@ func (s *Switchboard) checkpoint(ctx context.Context) (Checkpoint, error) {
 			if v, err = s.checkLog(t, kept, seen); err != nil {
 				return err
 			}
-			olds, err = s.witnessSizes(t)
+			olds, err = t.lg.WitnessSizes(s.witnesses)
 			return err
 		})
 		if err != nil {
@@ -174,11 +174,16 @@ func (s *Switchboard) checkpoint(ctx context.Context) (Checkpoint, error) {
 				return Checkpoint{}, fmt.Errorf("sign checkpoint: %w", err)
 			}
 		}
-		var cosigned []cosignature
+		var cosigned []auditlog.Cosignature
 		var werr error
-		if outside && len(s.witnesses) > 0 {
-			cosigned, werr = s.askWitnesses(ctx, cp, olds)
-			if errors.Is(werr, errWitnessAhead) {
+		if outside && s.witnesses.Len() > 0 {
+			logNote, err := s.logOnly(cp.Note)
+			if err != nil {
+				werr = err
+			} else {
+				cosigned, werr = s.witnesses.Ask(ctx, cp, logNote, olds, logProver{s})
+			}
+			if errors.Is(werr, auditlog.ErrWitnessAhead) {
 				if attempt < 3 {
 					continue // another signer's newer checkpoint: check and sign again
 				}
@@ -213,7 +218,7 @@ func (s *Switchboard) checkpoint(ctx context.Context) (Checkpoint, error) {
 // stored checkpoint is still the one v checked — or already states cp's
 // tree (another signer's, or this one): then the cosignatures join it. It
 // returns what is stored.
-func (s *Switchboard) storeCheckpoint(ctx context.Context, v logView, cp Checkpoint, cosigned []cosignature) (Checkpoint, error) {
+func (s *Switchboard) storeCheckpoint(ctx context.Context, v logView, cp Checkpoint, cosigned []auditlog.Cosignature) (Checkpoint, error) {
 	out := cp
 	err := s.update(ctx, func(t *txn) error {
 		out = cp
@@ -247,12 +252,12 @@ func (s *Switchboard) storeCheckpoint(ctx context.Context, v logView, cp Checkpo
 		}
 		signed = bytes.Clone(signed)
 		for _, c := range cosigned {
-			for _, line := range c.lines {
+			for _, line := range c.Lines {
 				if !bytes.Contains(signed, line) {
 					signed = append(signed, line...)
 				}
 			}
-			if err := t.tx.Put(tMeta, []byte(witnessKey(c.name)), be64b(cp.Size)); err != nil {
+			if err := t.lg.RecordCosigned(c.Name, cp.Size); err != nil {
 				return err
 			}
 		}
@@ -341,7 +346,7 @@ func (s *Switchboard) purgeCap(t *txn, st *auditlog.State, kept *uint64) (uint64
 	if kept != nil {
 		limit = min(limit, *kept)
 	}
-	olds, err := s.witnessSizes(t)
+	olds, err := t.lg.WitnessSizes(s.witnesses)
 	if err != nil {
 		return 0, err
 	}

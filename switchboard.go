@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -261,7 +262,7 @@ type Switchboard struct {
 	logVerifiers []note.Verifier // logVerifier, then PreviousLogKeys'
 	logProblem   logProblem      // the last checkpoint problem, reported once
 	seen         auditlog.Mark   // the largest tree this process sequenced or signed
-	witnesses    []witness
+	witnesses    *auditlog.Witnesses
 }
 
 // notified wakes this process's waiters for a key another process's commit
@@ -380,8 +381,9 @@ func newSwitchboard(st store.Store, cfg *Config) (*Switchboard, error) {
 			return nil, fmt.Errorf("switchboard: %w", invalid("Config.LogKey or PreviousLogKeys: %v", err))
 		}
 		s.logSigner, s.logVerifier, s.logVKey, s.logVerifiers = keys.Signer, keys.Verifiers[0], keys.VerifierKey, keys.Verifiers
-		if s.witnesses, err = newWitnesses(c.Witnesses); err != nil {
-			return nil, fmt.Errorf("switchboard: %w", err)
+		if s.witnesses, err = auditlog.NewWitnesses(c.Witnesses); err != nil {
+			why := strings.TrimPrefix(err.Error(), auditlog.ErrWitnessConfig.Error()+": ")
+			return nil, fmt.Errorf("switchboard: %w", invalid("Config.Witnesses%s", why))
 		}
 	} else if len(c.PreviousLogKeys) > 0 || len(c.Witnesses) > 0 || c.Checkpoints != nil {
 		return nil, fmt.Errorf("switchboard: %w", invalid("Config.PreviousLogKeys, Witnesses and Checkpoints need Config.LogKey"))

@@ -17,7 +17,9 @@
 // notes of golang.org/x/mod/sumdb/note: Sign, Open), inclusion and consistency
 // proofs (CheckInclusion, CheckConsistency), the check that a stored tree
 // still holds a checkpoint (Extends), the witness contract (C2SP
-// tlog-witness: Witness, Cosigners), the place a host keeps its last
+// tlog-witness: Witness, Cosigners) and the asking of witnesses at each
+// checkpoint (Witnesses.Ask, each from the size Tx.WitnessSizes recorded
+// it last cosigned), the place a host keeps its last
 // checkpoint outside its store (File), the log's keys and their rotation
 // (NewKey, ParseKeys), and the mark of what one process saw (Mark).
 //
