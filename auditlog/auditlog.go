@@ -37,6 +37,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -158,6 +159,9 @@ var EmptyRoot = tlog.Hash(sha256.Sum256(nil))
 func TreeHash(size uint64, r tlog.HashReader) (tlog.Hash, error) {
 	if size == 0 {
 		return EmptyRoot, nil
+	}
+	if size > math.MaxInt64 {
+		return tlog.Hash{}, fmt.Errorf("a tree of %d entries: too many for tlog", size)
 	}
 	return tlog.TreeHash(int64(size), r)
 }

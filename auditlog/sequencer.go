@@ -275,6 +275,16 @@ func (q *Sequencer) runPass(ctx context.Context, p *seqPass) {
 				return errPassAbandoned
 			}
 		}
+		// The cache holds the tree as this sequencer's last pass left
+		// it, and the lease record that pass wrote says so: another
+		// record means another process sequenced since, or the store was
+		// restored or written under this one — the log was not only
+		// appended to, and the copy may be of a tree the store no longer
+		// holds. It is dropped, and the tree read from the store.
+		trusted := holder == q.ID && until.Equal(q.held)
+		if !trusted {
+			q.cache = Cache{}
+		}
 		// The pass writes the log's state back: locked, so that a purge
 		// committing meanwhile is not undone (retention moves the log's
 		// start in a transaction of its own).
@@ -307,12 +317,13 @@ func (q *Sequencer) runPass(ctx context.Context, p *seqPass) {
 		root = FoldFrontier(hs)
 		forked = false
 		if q.Mark != nil {
-			if seen := q.Mark.Get(q.Now(), q.Retention); seen != nil && start != seen.Size {
+			if seen := q.Mark.Get(q.Now(), q.Retention); seen != nil && (start != seen.Size || !trusted) {
 				// Another process sequenced since, or the log is not the
-				// one this process built on (a failover lost its end):
-				// the new tree must still hold what this process saw. If
-				// not, sequencing goes on, and the mark stays where it
-				// was, for the next signature to refuse.
+				// one this process built on (a failover lost its end, a
+				// backup was restored): the new tree must still hold what
+				// this process saw. If not, sequencing goes on, and the
+				// mark stays where it was, for the next signature to
+				// refuse.
 				// A tree the store can no longer prove (purged past
 				// it) is not held.
 				holds := seen.Size >= st.Purged

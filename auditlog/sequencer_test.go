@@ -155,3 +155,126 @@ func TestSequencerBadRow(t *testing.T) {
 		return nil
 	}))
 }
+
+// snapshot copies the log's tables; restore puts them back.
+func snapshot(t *testing.T, st store.Store) map[string][][2][]byte {
+	t.Helper()
+	out := map[string][][2][]byte{}
+	require.NoError(t, st.View(context.Background(), func(tx store.Tx) error {
+		for _, tb := range []string{layout.Entries, layout.Hashes, layout.Pending, layout.Meta} {
+			if err := tx.Scan(tb, nil, nil, func(k, v []byte) bool {
+				out[tb] = append(out[tb], [2][]byte{bytes.Clone(k), bytes.Clone(v)})
+				return true
+			}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}))
+	return out
+}
+
+func restore(t *testing.T, st store.Store, snap map[string][][2][]byte) {
+	t.Helper()
+	require.NoError(t, st.Update(context.Background(), func(tx store.Tx) error {
+		for _, tb := range []string{layout.Entries, layout.Hashes, layout.Pending, layout.Meta} {
+			var keys [][]byte
+			if err := tx.Scan(tb, nil, nil, func(k, _ []byte) bool { keys = append(keys, bytes.Clone(k)); return true }); err != nil {
+				return err
+			}
+			for _, k := range keys {
+				if err := tx.Delete(tb, k); err != nil {
+					return err
+				}
+			}
+			for _, kv := range snap[tb] {
+				if err := tx.Put(tb, kv[0], kv[1]); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}))
+}
+
+// A restore makes a log not append-only: a sequencer whose Cache holds the
+// tree the restore undid must not build on it when another process has
+// sequenced a different history of the same size meanwhile, and its mark
+// is forked at what it saw, not raised over the other history (found from
+// outside: the new leaves' hashes were built on the stale copy).
+func TestSequencerAfterARestore(t *testing.T) {
+	ctx := context.Background()
+	st := memory.NewWithOptions(memory.Options{Appender: true})
+	now := time.Date(2026, 12, 7, 9, 0, 0, 0, time.UTC)
+	var markA auditlog.Mark
+	a := sequencer(st, "a", &now, &markA)
+	b := sequencer(st, "b", &now, nil)
+	check := func() error {
+		var err error
+		require.NoError(t, st.View(ctx, func(tx store.Tx) error {
+			x := layout.In(tx, nil)
+			_, err = x.Check(nil)
+			return nil
+		}))
+		return err
+	}
+
+	for i := range 8 {
+		commit(t, st, "a"+strconv.Itoa(i))
+	}
+	n, _, err := a.Sequence(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 8, n)
+	backup := snapshot(t, st)
+	commit(t, st, "a8")
+	commit(t, st, "a9")
+	n, _, err = a.Sequence(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 2, n)
+	seen := markA.Get(now, time.Hour)
+	require.EqualValues(t, 10, seen.Size)
+
+	restore(t, st, backup)
+	now = now.Add(11 * time.Second)
+	commit(t, st, "b8")
+	commit(t, st, "b9")
+	n, _, err = b.Sequence(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 2, n)
+	require.NoError(t, check())
+
+	now = now.Add(11 * time.Second)
+	commit(t, st, "c10", "c11")
+	n, _, err = a.Sequence(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 2, n)
+	require.NoError(t, check(), "the sequencer built on the store's tree")
+	got := markA.Get(now, time.Hour)
+	require.Equal(t, *seen, *got, "the mark stays at what A saw, forked")
+}
+
+// Odd input is an error, never a panic or a log that cannot grow: an
+// empty entry (its record would be its hash alone), a negative stored
+// hash index, a size past what tlog counts.
+func TestOddInput(t *testing.T) {
+	ctx := context.Background()
+	st := memory.New()
+	err := st.Update(ctx, func(tx store.Tx) error {
+		x := layout.In(tx, nil)
+		return x.Append(1, func(int, uint64, []byte) []byte { return nil })
+	})
+	require.ErrorContains(t, err, "empty")
+	appendEntries(t, st, 5, nil)
+	require.NoError(t, st.View(ctx, func(tx store.Tx) error {
+		x := layout.In(tx, nil)
+		require.NotPanics(t, func() {
+			_, err := x.ReadHashes([]int64{-1})
+			require.Error(t, err)
+		})
+		require.NotPanics(t, func() {
+			_, err := auditlog.TreeHash(1<<63, &x)
+			require.Error(t, err)
+		})
+		return nil
+	}))
+}

@@ -176,6 +176,11 @@ func (x *Tx) Append(n int, entry func(i int, seq uint64, b []byte) []byte) error
 		k := st.Size
 		seq := st.Seq(k)
 		v := entry(i, seq, make([]byte, 0, 512))
+		if len(v) == 0 {
+			// Its record would be its hash alone, which no reader
+			// could tell from a record without its hashes.
+			return fmt.Errorf("entry %d is empty: an entry holds at least one byte", seq)
+		}
 		hashes, err := tlog.StoredHashes(int64(k), v, x)
 		if err != nil {
 			return fmt.Errorf("add entry %d to the audit log's tree: %w", seq, err)
@@ -219,6 +224,9 @@ func (x *Tx) ReadHashes(indexes []int64) ([]tlog.Hash, error) {
 	}
 	out := make([]tlog.Hash, len(indexes))
 	for i, ix := range indexes {
+		if ix < 0 {
+			return nil, fmt.Errorf("tree hash %d: no such index", ix)
+		}
 		if h, ok := x.cache.get(ix); ok {
 			out[i] = h
 			continue

@@ -1554,13 +1554,14 @@ func (w *world) tamper(t *rapid.T) {
 
 // ---- a backup restored ----
 
-// tables are every table switchboard keeps (a table missing here is left
+// Tables are every table switchboard keeps (a table missing here is left
 // as it is by restore, and the model then finds the store in a state no
-// history led to).
-var tables = []string{"blocks", "edge_live", "edge_pending", "edge_requester", "edge_target", "edges", "events",
-	"events_pending", "grant_cred", "grant_expiry", "grant_human", "grants", "log_hashes", "meta", "oidc_expiry",
-	"oidc_replay", "personas", "quota_buckets", "quota_cooldown", "todo_dedup", "todo_index", "todos",
-	"webhook_grant", "webhook_queue", "webhooks"}
+// history led to; TestTheModelBacksUpEveryTable holds it to the tables
+// the root package names).
+var Tables = []string{"blocks", "damaged_todos", "edge_events", "edge_live", "edge_pending", "edge_requester",
+	"edge_target", "edges", "events", "events_pending", "grant_cred", "grant_expiry", "grant_human", "grants",
+	"log_hashes", "meta", "oidc_expiry", "oidc_replay", "personas", "quota_buckets", "quota_cooldown",
+	"todo_dedup", "todo_index", "todos", "webhook_grant", "webhook_queue", "webhooks"}
 
 // backup is a copy of the store and of the model at one step.
 type backup struct {
@@ -1582,7 +1583,7 @@ func (w *world) takeBackup(t *rapid.T) {
 	w.step("the store is backed up")
 	b := &backup{rows: map[string][][2][]byte{}, size: rep.TreeSize}
 	if err := w.st.View(context.Background(), func(tx store.Tx) error {
-		for _, tb := range tables {
+		for _, tb := range Tables {
 			if err := tx.Scan(tb, nil, nil, func(k, v []byte) bool {
 				b.rows[tb] = append(b.rows[tb], [2][]byte{bytes.Clone(k), bytes.Clone(v)})
 				return true
@@ -1609,7 +1610,7 @@ func (w *world) restore(t *rapid.T) {
 	}
 	w.step("the backup of %d events is restored", w.backup.size)
 	if err := w.st.Update(context.Background(), func(tx store.Tx) error {
-		for _, tb := range tables {
+		for _, tb := range Tables {
 			var keys [][]byte
 			if err := tx.Scan(tb, nil, nil, func(k, _ []byte) bool { keys = append(keys, bytes.Clone(k)); return true }); err != nil {
 				return err
