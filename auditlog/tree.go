@@ -381,12 +381,15 @@ func be64(n uint64) []byte { return binary.BigEndian.AppendUint64(make([]byte, 0
 // Cache is a sequencer's copy of the hashes new leaves build on — the
 // stored hashes of the tree's frontier — so a transaction appending reads
 // none of them from the store (Tx.Use). It holds only hashes of committed
-// trees: a stored hash covers a complete subtree, which never changes in
-// an append-only log, so the copy stays true whoever appends next
-// (another process included); what a transaction adds joins it only once
-// the caller says it committed (Committed). Hashes it lacks are read from
-// the store. The zero Cache is empty and ready; a Cache serves one
-// transaction at a time.
+// trees: a stored hash covers a complete subtree, which never changes
+// while the log is only appended to; what a transaction adds joins it
+// only once the caller says it committed (Committed). Hashes it lacks are
+// read from the store. A log restored from a backup, or rewritten, is not
+// only appended to: the copy may then be of a tree the store no longer
+// holds, so a Cache serves one log, and its user drops it (a zero Cache)
+// when the store may have changed under it — the Sequencer does whenever
+// the lease record is not the one its last pass wrote. The zero Cache is
+// empty and ready; a Cache serves one transaction at a time.
 type Cache struct {
 	hashes map[int64]tlog.Hash // by stored hash index: committed trees' frontier hashes
 	added  map[int64]tlog.Hash // what the current transaction added, until it commits
