@@ -570,16 +570,12 @@ func (s *Switchboard) ProveEvent(ctx context.Context, seq, treeSize uint64) (Inc
 		if n < st.Purged {
 			return fmt.Errorf("%w: event %d (prove it from the archive)", ErrEventPurged, seq)
 		}
-		v, err := t.tx.Get(tEvents, be64b(seq))
+		leaf, _, err := t.lg.Entry(seq)
 		if errors.Is(err, store.ErrNotFound) {
 			return fmt.Errorf("%w: event %d", ErrNotFound, seq)
 		}
 		if err != nil {
 			return err
-		}
-		leaf, _, err := auditlog.SplitEntry(n, v)
-		if err != nil {
-			return fmt.Errorf("event %d: %w", seq, err)
 		}
 		hashes, err := tlog.ProveRecord(int64(treeSize), int64(n), &t.lg)
 		if errors.Is(err, auditlog.ErrHashGone) {

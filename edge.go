@@ -659,7 +659,7 @@ func (s *Switchboard) EdgeEvent(ctx context.Context, human Human, edgeID string,
 			}
 			// Made but not indexed: still waiting to be sequenced, or
 			// logged before the index existed. One snapshot answers.
-			return t.tx.Scan(tPending, nil, nil, func(_, _ []byte) bool { pending = true; return false })
+			return t.lg.PendingRows(func(_, _ []byte) bool { pending = true; return false })
 		})
 		if err != nil {
 			return Event{}, fmt.Errorf("switchboard: edge event: %w", err)

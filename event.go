@@ -185,13 +185,10 @@ func (s *Switchboard) verifyAudit(ctx context.Context, t *txn, opts VerifyOption
 		return rep, &AuditError{Seq: seqOf(st.Size), Reason: fmt.Sprintf("the log's state says %d events were purged of %d", st.Purged, st.Size)}
 	}
 
-	// No event may sit before the log's first kept position.
-	var early []byte
-	if err := t.tx.Scan(tEvents, nil, be64b(seqOf(st.Purged)), func(k, _ []byte) bool { early = k; return false }); err != nil {
+	// No event may sit before the log's first kept position, nor past
+	// its end.
+	if err := t.lg.Strays(); err != nil {
 		return rep, err
-	}
-	if early != nil {
-		return rep, &AuditError{Seq: keySeq(early), Reason: "an event is stored before the log's first kept event"}
 	}
 
 	// The rebuild starts from the tree hashes kept for the purged events.
@@ -217,22 +214,20 @@ func (s *Switchboard) verifyAudit(ctx context.Context, t *txn, opts VerifyOption
 			return rep, err
 		}
 		end := min(st.Size, n+verifyBatch)
-		var keys, vals [][]byte
-		if err := t.tx.Scan(tEvents, be64b(seqOf(n)), be64b(seqOf(end)), func(k, v []byte) bool {
-			keys, vals = append(keys, k), append(vals, v)
+		var seqs []uint64
+		var leaves, stores [][]byte
+		if err := t.lg.Entries(seqOf(n), int(end-n), func(seq uint64, leaf, hashes []byte) bool {
+			seqs, leaves, stores = append(seqs, seq), append(leaves, leaf), append(stores, hashes)
 			return true
 		}); err != nil {
 			return rep, err
 		}
 		for i := 0; n < end; n, i = n+1, i+1 {
 			want := seqOf(n)
-			if i >= len(keys) || keySeq(keys[i]) != want || len(keys[i]) != 8 {
+			if i >= len(seqs) || seqs[i] != want {
 				return rep, &AuditError{Seq: want, Reason: "missing"}
 			}
-			leaf, stored, err := auditlog.SplitEntry(n, vals[i])
-			if err != nil {
-				return rep, &AuditError{Seq: want, Reason: err.Error()}
-			}
+			leaf, stored := leaves[i], stores[i]
 			e, err := parseLeaf(leaf)
 			if err != nil {
 				return rep, &AuditError{Seq: want, Reason: err.Error()}
@@ -262,13 +257,6 @@ func (s *Switchboard) verifyAudit(ctx context.Context, t *txn, opts VerifyOption
 			rep.Events++
 			rep.Last = want
 		}
-	}
-	var late []byte
-	if err := t.tx.Scan(tEvents, be64b(seqOf(st.Size)), nil, func(k, _ []byte) bool { late = k; return false }); err != nil {
-		return rep, err
-	}
-	if late != nil {
-		return rep, &AuditError{Seq: keySeq(late), Reason: fmt.Sprintf("an event is stored past the log's end (%d events)", st.Size)}
 	}
 	if rep.Root, err = treeHash(st.Size, fr); err != nil {
 		return rep, &AuditError{Seq: seqOf(st.Size), Reason: fmt.Sprintf("the root cannot be computed: %v", err)}
@@ -333,7 +321,7 @@ func (s *Switchboard) verifyAudit(ctx context.Context, t *txn, opts VerifyOption
 		}
 	}
 	var bad error
-	err = t.tx.Scan(tPending, nil, nil, func(k, v []byte) bool {
+	err = t.lg.PendingRows(func(k, v []byte) bool {
 		evs, err := parsePending(v)
 		if err != nil {
 			bad = &AuditError{Reason: fmt.Sprintf("pending events %x: %v", k, err)}
@@ -365,39 +353,19 @@ func (s *Switchboard) Events(ctx context.Context, after uint64, limit int) ([]Ev
 	}
 	var out []Event
 	err := s.view(ctx, func(t *txn) error {
-		start := binary.BigEndian.AppendUint64(nil, after+1)
-		if p, ok := t.tx.(store.ScanPrefetcher); ok {
-			// The events travel with the log state's read: one round
-			// trip for a subscription's every wake.
-			if err := p.PrefetchScan(tEvents, start, limit); err != nil {
-				return err
-			}
-		}
-		st, err := t.lg.State()
-		if err != nil {
-			return err
-		}
+		// The events travel with the log state's read (Entries): one
+		// round trip for a subscription's every wake.
 		var derr error
-		err = t.tx.Scan(tEvents, start, nil, func(k, v []byte) bool {
-			seq := keySeq(k)
+		err := t.lg.Entries(after+1, limit, func(seq uint64, leaf, _ []byte) bool {
 			// A stored event that cannot be read is a broken log
 			// (ErrAuditBroken), not a failure to read the store.
-			if seq <= st.Offset {
-				derr = &AuditError{Seq: seq, Reason: "stored before the log's start"}
-				return false
-			}
-			leaf, _, err := auditlog.SplitEntry(seq-st.Offset-1, v)
-			if err != nil {
-				derr = &AuditError{Seq: seq, Reason: err.Error()}
-				return false
-			}
 			e, err := parseLeaf(leaf)
 			if err != nil {
 				derr = &AuditError{Seq: seq, Reason: err.Error()}
 				return false
 			}
 			out = append(out, e)
-			return len(out) < limit
+			return true
 		})
 		if err != nil {
 			return err

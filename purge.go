@@ -4,11 +4,11 @@
 package switchboard
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 
-	"github.com/switchboardhq/switchboard/auditlog"
 	"github.com/switchboardhq/switchboard/store"
 )
 
@@ -183,11 +183,10 @@ func (s *Switchboard) purgeEvents(ctx context.Context, limit int) (int, error) {
 		if err != nil || upto <= st.Purged {
 			return err
 		}
-		from, end := st.Offset+st.Purged+1, st.Offset+upto+1
+		from, end := st.Seq(st.Purged), st.Seq(upto)
 		var derr error
-		err = t.tx.Scan(tEvents, be64b(from), be64b(end), func(k, v []byte) bool {
-			var leaf []byte
-			if leaf, _, derr = auditlog.SplitEntry(keySeq(k)-st.Offset-1, v); derr != nil {
+		err = t.lg.Entries(from, limit, func(seq uint64, leaf, hashes []byte) bool {
+			if seq >= end {
 				return false
 			}
 			var e Event
@@ -197,8 +196,8 @@ func (s *Switchboard) purgeEvents(ctx context.Context, limit int) (int, error) {
 			if !e.At.Before(cutoff) {
 				return false
 			}
-			evs, raws = append(evs, e), append(raws, v)
-			return len(evs) < limit
+			evs, raws = append(evs, e), append(raws, append(bytes.Clone(leaf), hashes...))
+			return true
 		})
 		if err == nil {
 			err = derr
@@ -225,14 +224,12 @@ func (s *Switchboard) purgeEvents(ctx context.Context, limit int) (int, error) {
 		if err != nil {
 			return err
 		}
-		if p, ok := t.tx.(store.Prefetcher); ok {
-			keys := make([][]byte, len(evs))
-			for i, e := range evs {
-				keys[i] = be64b(e.Seq)
-			}
-			if err := p.Prefetch(tEvents, keys); err != nil {
-				return err
-			}
+		seqs := make([]uint64, len(evs))
+		for i, e := range evs {
+			seqs[i] = e.Seq
+		}
+		if err := t.lg.Prefetch(seqs); err != nil {
+			return err
 		}
 		upto, err := s.purgeCap(t, st, kept)
 		if err != nil {
@@ -249,11 +246,11 @@ func (s *Switchboard) purgeEvents(ctx context.Context, limit int) (int, error) {
 			if e.Seq != st.Offset+newP+1 {
 				return fmt.Errorf("audit event %d is not the log's oldest kept (%d)", e.Seq, st.Offset+newP+1)
 			}
-			cur, err := t.tx.Get(tEvents, be64b(e.Seq))
+			leaf, hashes, err := t.lg.Entry(e.Seq)
 			if err != nil {
 				return err
 			}
-			if string(cur) != string(raws[i]) {
+			if string(leaf)+string(hashes) != string(raws[i]) {
 				return fmt.Errorf("audit event %d changed while it was archived", e.Seq)
 			}
 			newP++

@@ -5,8 +5,11 @@
 //
 // The log in a store: Layout names its tables, and Layout.In gives its
 // part in one of the caller's transactions (Tx): its State, entries
-// appended as the tree's next leaves (Append), the tree's stored hashes
-// (ReadHashes, a tlog.HashReader), retention (Purge), and, on a store
+// appended as the tree's next leaves (Append) and read back by seq (Entry,
+// Entries, Strays, PendingRows: package switchboard reads the log's
+// tables only through these, but for its one-time upgrade of a store
+// older than the tree), the tree's stored hashes (ReadHashes, a
+// tlog.HashReader), retention (Purge), and, on a store
 // whose writers run concurrently, entries committed pending (AddPending)
 // for the Sequencer to add after commit, under a lease, keeping a Cache of
 // the tree's frontier.

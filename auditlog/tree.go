@@ -5,6 +5,7 @@
 package auditlog
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -197,6 +198,114 @@ func (x *Tx) Append(n int, entry func(i int, seq uint64, b []byte) []byte) error
 	return x.SaveState()
 }
 
+// Entry returns the entry stored under seq and the tree hashes stored
+// after it: an error wrapping store.ErrNotFound if none is, an
+// *AuditError if the record cannot hold its hashes or seq is at or before
+// the log's start (State.Offset).
+func (x *Tx) Entry(seq uint64) (entry, hashes []byte, err error) {
+	st, err := x.State()
+	if err != nil {
+		return nil, nil, err
+	}
+	if seq <= st.Offset {
+		return nil, nil, &AuditError{Seq: seq, Reason: "stored before the log's start"}
+	}
+	v, err := x.tx.Get(x.layout.Entries, be64(seq))
+	if err != nil {
+		return nil, nil, fmt.Errorf("entry %d: %w", seq, err)
+	}
+	entry, hashes, err = SplitEntry(seq-st.Offset-1, v)
+	if err != nil {
+		return nil, nil, &AuditError{Seq: seq, Reason: err.Error()}
+	}
+	return entry, hashes, nil
+}
+
+// Prefetch tells a server store (store.Prefetcher) that the entries
+// under seqs are about to be read (Entry), to fetch them in one round
+// trip; elsewhere it does nothing.
+func (x *Tx) Prefetch(seqs []uint64) error {
+	p, ok := x.tx.(store.Prefetcher)
+	if !ok || len(seqs) == 0 {
+		return nil
+	}
+	keys := make([][]byte, len(seqs))
+	for i, seq := range seqs {
+		keys[i] = be64(seq)
+	}
+	return p.Prefetch(x.layout.Entries, keys)
+}
+
+// Entries calls fn with the entries stored under seqs from from on, in
+// order, each with the tree hashes stored after it, until fn returns
+// false, or, if limit > 0, limit were read (a server store fetches them
+// with the state's read: store.ScanPrefetcher). A gap in the seqs is not
+// skipped silently: fn is told each record's own seq. A record stored
+// under a seq at or before the log's start, or that cannot hold its
+// hashes, is an *AuditError.
+func (x *Tx) Entries(from uint64, limit int, fn func(seq uint64, entry, hashes []byte) bool) error {
+	start := be64(from)
+	if p, ok := x.tx.(store.ScanPrefetcher); ok && limit > 0 && !x.read {
+		// The entries travel with the state's read: one round trip.
+		if err := p.PrefetchScan(x.layout.Entries, start, limit); err != nil {
+			return err
+		}
+	}
+	st, err := x.State()
+	if err != nil {
+		return err
+	}
+	var bad error
+	n := 0
+	err = x.tx.Scan(x.layout.Entries, start, nil, func(k, v []byte) bool {
+		seq := keySeq(k)
+		if seq <= st.Offset {
+			bad = &AuditError{Seq: seq, Reason: "stored before the log's start"}
+			return false
+		}
+		entry, hashes, err := SplitEntry(seq-st.Offset-1, v)
+		if err != nil {
+			bad = &AuditError{Seq: seq, Reason: err.Error()}
+			return false
+		}
+		n++
+		return fn(seq, entry, hashes) && (limit <= 0 || n < limit)
+	})
+	if err != nil {
+		return err
+	}
+	return bad
+}
+
+// Strays checks that no record is stored outside the log's kept entries
+// — before the first kept one, or past the end — as retention or a
+// rewrite could leave one: such a record is an *AuditError naming it.
+func (x *Tx) Strays() error {
+	st, err := x.State()
+	if err != nil {
+		return err
+	}
+	first := func(from, to []byte) ([]byte, error) {
+		var k []byte
+		err := x.tx.Scan(x.layout.Entries, from, to, func(key, _ []byte) bool { k = bytes.Clone(key); return false })
+		return k, err
+	}
+	k, err := first(nil, be64(st.Seq(st.Purged)))
+	if err != nil {
+		return err
+	}
+	if k != nil {
+		return &AuditError{Seq: keySeq(k), Reason: "an event is stored before the log's first kept event"}
+	}
+	if k, err = first(be64(st.Seq(st.Size)), nil); err != nil {
+		return err
+	}
+	if k != nil {
+		return &AuditError{Seq: keySeq(k), Reason: fmt.Sprintf("an event is stored past the log's end (%d events)", st.Size)}
+	}
+	return nil
+}
+
 // insert writes a record under a key that is new (store.Inserter where
 // the store has it, unless Rewrite).
 func (x *Tx) insert(table string, key, value []byte) error {
@@ -322,6 +431,12 @@ func (x *Tx) AddPending(row []byte) error {
 		return fmt.Errorf("append pending entries: %w", err)
 	}
 	return nil
+}
+
+// PendingRows calls fn with each pending row (see AppendPending) and its
+// key, in the order a Sequencer takes them, until fn returns false.
+func (x *Tx) PendingRows(fn func(key, row []byte) bool) error {
+	return x.tx.Scan(x.layout.Pending, nil, nil, fn)
 }
 
 // AppendPending appends one entry to a pending row: a uvarint of its

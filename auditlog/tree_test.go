@@ -176,3 +176,48 @@ func TestStateDamaged(t *testing.T) {
 		return nil
 	}))
 }
+
+// Entries are read by seq — one (Entry), a run (Entries), with their
+// stored hashes — and a record outside the kept entries is a stray.
+func TestEntries(t *testing.T) {
+	ctx := context.Background()
+	st := memory.New()
+	appendEntries(t, st, 12, nil)
+	require.NoError(t, st.Update(ctx, func(tx store.Tx) error {
+		x := layout.In(tx, nil)
+		return x.Purge(3)
+	}))
+	require.NoError(t, st.View(ctx, func(tx store.Tx) error {
+		x := layout.In(tx, nil)
+		e, hs, err := x.Entry(8)
+		require.NoError(t, err)
+		require.Equal(t, "entry 7", string(e))
+		require.Len(t, hs, 4*tlog.HashSize)
+		_, _, err = x.Entry(2)
+		require.ErrorIs(t, err, store.ErrNotFound, "purged")
+		var got []string
+		require.NoError(t, x.Entries(10, 2, func(seq uint64, e, _ []byte) bool {
+			got = append(got, strconv.FormatUint(seq, 10)+"="+string(e))
+			return true
+		}))
+		require.Equal(t, []string{"10=entry 9", "11=entry 10"}, got)
+		got = nil
+		require.NoError(t, x.Entries(1, 0, func(seq uint64, e, _ []byte) bool {
+			got = append(got, string(e))
+			return true
+		}))
+		require.Len(t, got, 9, "from the first kept to the end")
+		return x.Strays()
+	}))
+
+	require.NoError(t, st.Update(ctx, func(tx store.Tx) error {
+		return tx.Put("entries", []byte{0, 0, 0, 0, 0, 0, 0, 13}, []byte("a stray past the end, with room for a hash.."))
+	}))
+	require.NoError(t, st.View(ctx, func(tx store.Tx) error {
+		x := layout.In(tx, nil)
+		err := x.Strays()
+		require.ErrorIs(t, err, auditlog.ErrAuditBroken)
+		require.ErrorContains(t, err, "at event 13: an event is stored past the log's end (12 events)")
+		return nil
+	}))
+}
