@@ -115,9 +115,6 @@ func TestARestoreAndASecondSequencer(t *testing.T) {
 	require.NoError(t, h.sb.Close())
 	a := h.withConfig(t, nil, func(c *sb.Config) { c.LogKey = skey })
 	defer a.Close()
-	b, err := sb.New(st, &sb.Config{Clock: h.clock, Issuers: []sb.Issuer{h.iss.Config()}, Quotas: testQuotas, LogKey: skey})
-	require.NoError(t, err)
-	defer b.Close()
 	friend, _, _ := queueSetup(t, h)
 	create := func(s *sb.Switchboard, n int) {
 		for range n {
@@ -135,6 +132,11 @@ func TestARestoreAndASecondSequencer(t *testing.T) {
 	require.Equal(t, size+2, sequencedAll(t, h, a))
 
 	restoreAll(t, st, backup)
+	// Another process, started after the restore (one that ran before
+	// it would have seen A's history too, and rightly refuse B's).
+	b, err := sb.New(st, &sb.Config{Clock: h.clock, Issuers: []sb.Issuer{h.iss.Config()}, Quotas: testQuotas, LogKey: skey})
+	require.NoError(t, err)
+	defer b.Close()
 	h.clock.Advance(6 * time.Second) // the restored lease ran out
 	time.Sleep(50 * time.Millisecond)
 	create(b, 2) // a different history of the same size
