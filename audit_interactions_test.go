@@ -33,6 +33,20 @@ func (g *gateWitness) AddCheckpoint(ctx context.Context, old uint64, proof []tlo
 	return g.w.AddCheckpoint(ctx, old, proof, cp)
 }
 
+// logAndWitness is a log key for audit.example/log (signer and verifier)
+// and an in-process witness of that log, witness.example/w1, with its key.
+func logAndWitness(t *testing.T) (skey, vkey string, srv *witness.Server, wkey string) {
+	t.Helper()
+	skey, vkey, err := sb.NewLogKey("audit.example/log")
+	require.NoError(t, err)
+	wpriv, wkey, err := witness.NewKey("witness.example/w1")
+	require.NoError(t, err)
+	srv, err = witness.NewServer(witness.Config{Name: "witness.example/w1", Key: wpriv, Store: memory.New(),
+		Logs: []witness.Log{{Origin: "audit.example/log", Keys: []string{vkey}}}, Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(t, err)
+	return skey, vkey, srv, wkey
+}
+
 // docs/audit-log.md: a witness's "409 with another size: asks once more,
 // from that size"; only "a size larger than the log (a rollback)" is a
 // refusal. Two processes on one store, one witness: A checks and signs the
@@ -43,13 +57,7 @@ func (g *gateWitness) AddCheckpoint(ctx context.Context, old uint64, proof []tlo
 func TestTwoSignersAndAWitness(t *testing.T) {
 	st := memory.New()
 	h := newHarness(t, st)
-	skey, vkey, err := sb.NewLogKey("audit.example/log")
-	require.NoError(t, err)
-	wpriv, wvkey, err := witness.NewKey("witness.example/w1")
-	require.NoError(t, err)
-	srv, err := witness.NewServer(witness.Config{Name: "witness.example/w1", Key: wpriv, Store: memory.New(),
-		Logs: []witness.Log{{Origin: "audit.example/log", Keys: []string{vkey}}}, Logger: slog.New(slog.DiscardHandler)})
-	require.NoError(t, err)
+	skey, _, srv, wvkey := logAndWitness(t)
 	gate := &gateWitness{w: srv, reached: make(chan struct{}), release: make(chan struct{})}
 	a := h.withConfig(t, nil, func(c *sb.Config) {
 		c.LogKey = skey
@@ -149,19 +157,13 @@ func (h *holdStore) View(ctx context.Context, fn func(store.Tx) error) error {
 func TestTwoCheckpointCallersAndAWitness(t *testing.T) {
 	hs := &holdStore{Store: memory.New(), reached: make(chan struct{}), release: make(chan struct{})}
 	h := newHarness(t, hs)
-	skey, vkey, err := sb.NewLogKey("audit.example/log")
-	require.NoError(t, err)
-	wpriv, wvkey, err := witness.NewKey("witness.example/w1")
-	require.NoError(t, err)
-	srv, err := witness.NewServer(witness.Config{Name: "witness.example/w1", Key: wpriv, Store: memory.New(),
-		Logs: []witness.Log{{Origin: "audit.example/log", Keys: []string{vkey}}}, Logger: slog.New(slog.DiscardHandler)})
-	require.NoError(t, err)
+	skey, _, srv, wvkey := logAndWitness(t)
 	a := h.withConfig(t, nil, func(c *sb.Config) {
 		c.LogKey = skey
 		c.Witnesses = []sb.WitnessConfig{{Witness: srv, Key: wvkey}}
 	})
 	friend, _, _ := queueSetup(t, h)
-	_, err = a.Checkpoint(ctx)
+	_, err := a.Checkpoint(ctx)
 	require.NoError(t, err)
 
 	_, _, err = a.CreateFor(ctx, friend, "inbox", sb.NewTodo{Kind: "k"})
@@ -192,20 +194,14 @@ func TestAWitnessOutOfTheConfiguration(t *testing.T) {
 		t.Run(out.String(), func(t *testing.T) {
 			st := memory.New()
 			h := newHarness(t, st)
-			skey, vkey, err := sb.NewLogKey("audit.example/log")
-			require.NoError(t, err)
-			wpriv, wvkey, err := witness.NewKey("witness.example/w1")
-			require.NoError(t, err)
-			srv, err := witness.NewServer(witness.Config{Name: "witness.example/w1", Key: wpriv, Store: memory.New(),
-				Logs: []witness.Log{{Origin: "audit.example/log", Keys: []string{vkey}}}, Logger: slog.New(slog.DiscardHandler)})
-			require.NoError(t, err)
+			skey, _, srv, wvkey := logAndWitness(t)
 			with := func(c *sb.Config) {
 				c.LogKey, c.EventRetention = skey, time.Hour
 				c.Witnesses = []sb.WitnessConfig{{Witness: srv, Key: wvkey}}
 			}
 			h.withConfig(t, nil, with)
 			friend, _, _ := queueSetup(t, h)
-			_, err = h.sb.Checkpoint(ctx) // cosigned
+			_, err := h.sb.Checkpoint(ctx) // cosigned
 			require.NoError(t, err)
 
 			// Out of the configuration (a restart without it) for a while,

@@ -3,7 +3,6 @@ package switchboard_test
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
@@ -14,8 +13,6 @@ import (
 
 	sb "github.com/switchboardhq/switchboard"
 	"github.com/switchboardhq/switchboard/store/bolt"
-	"github.com/switchboardhq/switchboard/store/memory"
-	"github.com/switchboardhq/switchboard/witness"
 )
 
 // downWitness fails every call while down is set, as a witness that is
@@ -51,13 +48,7 @@ func TestARestoreForgetsWhatAWitnessCosigned(t *testing.T) {
 	}
 	st := open()
 	h := newHarness(t, st)
-	skey, vkey, err := sb.NewLogKey("audit.example/log")
-	require.NoError(t, err)
-	wpriv, wvkey, err := witness.NewKey("witness.example/w1")
-	require.NoError(t, err)
-	srv, err := witness.NewServer(witness.Config{Name: "witness.example/w1", Key: wpriv, Store: memory.New(),
-		Logs: []witness.Log{{Origin: "audit.example/log", Keys: []string{vkey}}}, Logger: slog.New(slog.DiscardHandler)})
-	require.NoError(t, err)
+	skey, _, srv, wvkey := logAndWitness(t)
 	w := &downWitness{w: srv}
 	with := func(c *sb.Config) {
 		c.LogKey, c.EventRetention = skey, time.Hour

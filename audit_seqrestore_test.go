@@ -1,7 +1,6 @@
 package switchboard_test
 
 import (
-	"bytes"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -13,7 +12,6 @@ import (
 
 	sb "github.com/switchboardhq/switchboard"
 	"github.com/switchboardhq/switchboard/internal/model"
-	"github.com/switchboardhq/switchboard/store"
 	"github.com/switchboardhq/switchboard/store/memory"
 )
 
@@ -37,50 +35,6 @@ func TestTheModelBacksUpEveryTable(t *testing.T) {
 	slices.Sort(tables)
 	require.Len(t, tables, 27, "the tables the root names: %v", tables)
 	require.Equal(t, tables, slices.Sorted(slices.Values(model.Tables)))
-}
-
-type tableRow struct{ tb, k, v []byte }
-
-// backupAll copies every table of st, as a restored backup puts it back.
-func backupAll(t *testing.T, st store.Store) []tableRow {
-	t.Helper()
-	var out []tableRow
-	require.NoError(t, st.View(ctx, func(tx store.Tx) error {
-		for _, tb := range model.Tables {
-			if err := tx.Scan(tb, nil, nil, func(k, v []byte) bool {
-				out = append(out, tableRow{[]byte(tb), bytes.Clone(k), bytes.Clone(v)})
-				return true
-			}); err != nil {
-				return err
-			}
-		}
-		return nil
-	}))
-	return out
-}
-
-// restoreAll puts a backup back under whatever runs on st.
-func restoreAll(t *testing.T, st store.Store, b []tableRow) {
-	t.Helper()
-	require.NoError(t, st.Update(ctx, func(tx store.Tx) error {
-		for _, tb := range model.Tables {
-			var ks [][]byte
-			if err := tx.Scan(tb, nil, nil, func(k, _ []byte) bool { ks = append(ks, bytes.Clone(k)); return true }); err != nil {
-				return err
-			}
-			for _, k := range ks {
-				if err := tx.Delete(tb, k); err != nil {
-					return err
-				}
-			}
-		}
-		for _, r := range b {
-			if err := tx.Put(string(r.tb), r.k, r.v); err != nil {
-				return err
-			}
-		}
-		return nil
-	}))
 }
 
 // sequencedAll waits until s's store holds no pending events, and returns the
@@ -127,11 +81,12 @@ func TestARestoreAndASecondSequencer(t *testing.T) {
 		create(a, 1)
 		size = sequencedAll(t, h, a)
 	}
-	backup := backupAll(t, st)
+	backup, err := model.BackUp(ctx, st)
+	require.NoError(t, err)
 	create(a, 2)
 	require.Equal(t, size+2, sequencedAll(t, h, a))
 
-	restoreAll(t, st, backup)
+	require.NoError(t, model.Restore(ctx, st, backup))
 	// Another process, started after the restore (one that ran before
 	// it would have seen A's history too, and rightly refuse B's).
 	b, err := sb.New(st, &sb.Config{Clock: h.clock, Issuers: []sb.Issuer{h.iss.Config()}, Quotas: testQuotas, LogKey: skey})

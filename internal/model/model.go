@@ -1563,9 +1563,56 @@ var Tables = []string{"blocks", "damaged_todos", "edge_events", "edge_live", "ed
 	"log_hashes", "meta", "oidc_expiry", "oidc_replay", "personas", "quota_buckets", "quota_cooldown",
 	"todo_dedup", "todo_index", "todos", "webhook_grant", "webhook_queue", "webhooks"}
 
+// Copy is a store's rows, table by table (Tables), as a backup taken at
+// rest holds them.
+type Copy map[string][][2][]byte
+
+// BackUp copies every table of st in one snapshot.
+func BackUp(ctx context.Context, st store.Store) (Copy, error) {
+	c := Copy{}
+	err := st.View(ctx, func(tx store.Tx) error {
+		clear(c)
+		for _, tb := range Tables {
+			if err := tx.Scan(tb, nil, nil, func(k, v []byte) bool {
+				c[tb] = append(c[tb], [2][]byte{bytes.Clone(k), bytes.Clone(v)})
+				return true
+			}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return c, err
+}
+
+// Restore puts c back under whatever runs on st, in one transaction:
+// every table emptied, then c's rows written — a database restored from a
+// backup, or a failover to a standby that was behind.
+func Restore(ctx context.Context, st store.Store, c Copy) error {
+	return st.Update(ctx, func(tx store.Tx) error {
+		for _, tb := range Tables {
+			var keys [][]byte
+			if err := tx.Scan(tb, nil, nil, func(k, _ []byte) bool { keys = append(keys, bytes.Clone(k)); return true }); err != nil {
+				return err
+			}
+			for _, k := range keys {
+				if err := tx.Delete(tb, k); err != nil {
+					return err
+				}
+			}
+			for _, kv := range c[tb] {
+				if err := tx.Put(tb, kv[0], kv[1]); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+}
+
 // backup is a copy of the store and of the model at one step.
 type backup struct {
-	rows  map[string][][2][]byte
+	rows  Copy
 	size  uint64 // the log's size then
 	model world
 }
@@ -1581,20 +1628,11 @@ func (w *world) takeBackup(t *rapid.T) {
 		t.Skip("no clean copy now")
 	}
 	w.step("the store is backed up")
-	b := &backup{rows: map[string][][2][]byte{}, size: rep.TreeSize}
-	if err := w.st.View(context.Background(), func(tx store.Tx) error {
-		for _, tb := range Tables {
-			if err := tx.Scan(tb, nil, nil, func(k, v []byte) bool {
-				b.rows[tb] = append(b.rows[tb], [2][]byte{bytes.Clone(k), bytes.Clone(v)})
-				return true
-			}); err != nil {
-				return err
-			}
-		}
-		return nil
-	}); err != nil {
+	rows, err := BackUp(context.Background(), w.st)
+	if err != nil {
 		w.fail("back up: %v", err)
 	}
+	b := &backup{rows: rows, size: rep.TreeSize}
 	b.model = w.clone()
 	w.backup = b
 }
@@ -1609,25 +1647,7 @@ func (w *world) restore(t *rapid.T) {
 		t.Skip("no backup")
 	}
 	w.step("the backup of %d events is restored", w.backup.size)
-	if err := w.st.Update(context.Background(), func(tx store.Tx) error {
-		for _, tb := range Tables {
-			var keys [][]byte
-			if err := tx.Scan(tb, nil, nil, func(k, _ []byte) bool { keys = append(keys, bytes.Clone(k)); return true }); err != nil {
-				return err
-			}
-			for _, k := range keys {
-				if err := tx.Delete(tb, k); err != nil {
-					return err
-				}
-			}
-			for _, kv := range w.backup.rows[tb] {
-				if err := tx.Put(tb, kv[0], kv[1]); err != nil {
-					return err
-				}
-			}
-		}
-		return nil
-	}); err != nil {
+	if err := Restore(context.Background(), w.st, w.backup.rows); err != nil {
 		w.fail("restore: %v", err)
 	}
 	keep := *w
