@@ -6,6 +6,7 @@ package auditlog
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -426,6 +427,17 @@ func (x *Tx) AddPending(row []byte) error {
 	a, ok := x.tx.(store.Appender)
 	if !ok {
 		return errors.New("the store assigns no keys (store.Appender): append to the tree instead")
+	}
+	// Checked here, as Append checks it: a row the sequencer cannot
+	// append would stop every pass after it.
+	err := ParsePending(row, func(entry []byte) error {
+		if len(entry) == 0 {
+			return errors.New("an entry is empty: an entry holds at least one byte")
+		}
+		return nil
+	})
+	if err != nil || len(row) == 0 {
+		return fmt.Errorf("pending row refused: %w", cmp.Or(err, errors.New("it holds no entry")))
 	}
 	if err := a.Append(x.layout.Pending, row); err != nil {
 		return fmt.Errorf("append pending entries: %w", err)

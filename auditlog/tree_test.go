@@ -160,6 +160,25 @@ func TestPending(t *testing.T) {
 		return x.AddPending(row)
 	})
 	require.ErrorContains(t, err, "store.Appender")
+
+	// A row the sequencer could not append is refused where it is
+	// written, as Append refuses an empty entry.
+	appending := memory.NewWithOptions(memory.Options{Appender: true})
+	for name, bad := range map[string][]byte{
+		"an empty entry": row, // "a", "", "ccc"
+		"no entry":       nil,
+		"a bad length":   row[:len(row)-1],
+	} {
+		err := appending.Update(context.Background(), func(tx store.Tx) error {
+			x := layout.In(tx, nil)
+			return x.AddPending(bad)
+		})
+		require.ErrorContains(t, err, "pending row refused", name)
+	}
+	require.NoError(t, appending.Update(context.Background(), func(tx store.Tx) error {
+		x := layout.In(tx, nil)
+		return x.AddPending(auditlog.AppendPending(nil, []byte("a")))
+	}))
 }
 
 // A state record of the wrong length is an error naming it, never a
