@@ -119,6 +119,7 @@ func TestCheckpointRefusesOtherRewrites(t *testing.T) {
 
 		// An event after the last checkpoint, rewritten without its hashes.
 		last := cp2.Size + 2
+		unpackEvents(t, h.st)
 		var orig []byte
 		raw(t, h, func(tx store.Tx) error {
 			v, err := tx.Get("events", be64(last))
@@ -172,6 +173,7 @@ func TestCheckpointRefusesOtherRewrites(t *testing.T) {
 		require.NoError(t, err)
 
 		// A tail cut, the log's state rewritten to match.
+		unpackEvents(t, h.st)
 		raw(t, h, func(tx store.Tx) error {
 			for s := cp3.Size; s > cp2.Size; s-- {
 				if err := tx.Delete("events", be64(s)); err != nil {

@@ -1,10 +1,12 @@
 package switchboard_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"encoding/binary"
 	"errors"
 	"path/filepath"
 	"sort"
@@ -18,9 +20,11 @@ import (
 	jose "github.com/go-jose/go-jose/v4"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/mod/sumdb/tlog"
 
 	"github.com/switchboardhq/switchboard"
 	"github.com/switchboardhq/switchboard/agentcard"
+	"github.com/switchboardhq/switchboard/auditlog"
 	"github.com/switchboardhq/switchboard/store"
 	"github.com/switchboardhq/switchboard/store/bolt"
 	"github.com/switchboardhq/switchboard/store/memory"
@@ -331,4 +335,42 @@ func sameWords(t *testing.T, want error, wantName string, got error, name, msg s
 	require.Error(t, want)
 	require.Error(t, got)
 	assert.Equal(t, want.Error(), strings.ReplaceAll(got.Error(), strconv.Quote(name), strconv.Quote(wantName)), msg)
+}
+
+// unpackEvents rewrites the audit log's blocks (several events to a
+// record, as a store at layout 9 writes them; see auditlog.Layout.Entries)
+// as one event to a record under its seq — the form every version reads,
+// and the one the tests that damage a single event's record edit. The log
+// itself is unchanged: the same events, the same tree hashes.
+func unpackEvents(t *testing.T, st store.Store) {
+	t.Helper()
+	require.NoError(t, st.Update(ctx, func(tx store.Tx) error {
+		type rec struct{ k, v []byte }
+		var blocks []rec
+		if err := tx.Scan("events", nil, nil, func(k, v []byte) bool {
+			if len(k) == 9 {
+				blocks = append(blocks, rec{bytes.Clone(k), bytes.Clone(v)})
+			}
+			return true
+		}); err != nil {
+			return err
+		}
+		for _, b := range blocks {
+			last := binary.BigEndian.Uint64(b.k)
+			count, w := binary.Uvarint(b.v)
+			v := b.v[w:]
+			for seq := last - count + 1; seq <= last; seq++ {
+				l, w := binary.Uvarint(v)
+				n := int(l) + auditlog.LeafHashes(seq-1)*tlog.HashSize
+				if err := tx.Put("events", be64(seq), bytes.Clone(v[w:w+n])); err != nil {
+					return err
+				}
+				v = v[w+n:]
+			}
+			if err := tx.Delete("events", b.k); err != nil {
+				return err
+			}
+		}
+		return nil
+	}))
 }

@@ -27,14 +27,21 @@ import (
 // 7: grants and edges may be bound to a key (jkt, see Prove); an older
 // version would drop the binding and accept the bare credential, so it
 // refuses the store. 8: todo records may be in the form V3 (checksummed,
-// laid out for updates in place), which an older version cannot read.
+// laid out for updates in place), which an older version cannot read. 9:
+// audit events may be stored several to a record (blocks, see
+// auditlog.Layout.Entries), which an older version cannot read.
 //
 // A new store starts at the newest layout. An existing one is brought by
-// New to autoVersion only: layout 8 waits for UpgradeRecords, run once
-// every process sharing the store runs a version that reads V3 records —
-// so a rolling upgrade never meets a record one of its processes cannot
-// read. Until then this version writes V2, and reads both.
-const schemaVersion = 8
+// New to autoVersion only: layouts 8 and 9 wait for UpgradeRecords, run
+// once every process sharing the store runs a version that reads what they
+// write — so a rolling upgrade never meets a record one of its processes
+// cannot read. Until then this version writes what the store's layout
+// allows (V2 records at 7, one event to a record at 7 and 8), and reads
+// every form.
+const schemaVersion = 9
+
+// recordsVersion is the first layout whose todo records may be V3.
+const recordsVersion = 8
 
 // autoVersion is the layout New brings an older store to by itself.
 const autoVersion = 7
@@ -63,7 +70,7 @@ func migrate(ctx context.Context, st store.Store, now func() time.Time) (layout 
 		if err == nil && len(b) == 8 {
 			layout = binary.BigEndian.Uint64(b)
 		}
-		current = layout == schemaVersion || layout == autoVersion
+		current = layout >= autoVersion && layout <= schemaVersion
 		if _, err := tx.Get(tMeta, []byte(linkedKey)); err != nil {
 			current = false
 		}
@@ -153,16 +160,19 @@ func isEmpty(tx store.Tx) bool {
 	return true
 }
 
-// UpgradeRecords brings a store from layout 7 to 8: from then on todo
-// records are written in the form V3 (layout 8's; V2 is layout 7's) —
-// checksummed (a damaged record is
-// ErrDamaged, never another todo) and laid out so that PostgreSQL logs an
-// update as the fields it changed. Run it once every process sharing the
-// store runs this version or a later one (which read V3); a process of an
-// older version then refuses the store (ErrNewerSchema), as for any newer
-// layout. Processes already running learn of it at their next Reap, and
-// write V2 until then; both forms are read. A new store starts at layout 8,
-// and upgrading one already there does nothing.
+// UpgradeRecords brings a store from layout 7 or 8 to 9: from then on
+// todo records are written in the form V3 (layout 8's; V2 is layout 7's)
+// — checksummed (a damaged record is ErrDamaged, never another todo) and
+// laid out so that PostgreSQL logs an update as the fields it changed —
+// and the audit events a sequencing pass (or a transaction, on bolt) adds
+// are stored several to a record, which saves a database most of each
+// event's row. Run it once every process sharing the store runs this
+// version or a later one (which read both); a process of an older version
+// then refuses the store (ErrNewerSchema), as for any newer layout.
+// Processes already running learn of it at their next Reap, and write the
+// older forms until then; every form is read. Nothing already stored is
+// rewritten. A new store starts at layout 9, and upgrading one already
+// there does nothing.
 func (s *Switchboard) UpgradeRecords(ctx context.Context) error {
 	err := s.st.Update(ctx, func(tx store.Tx) error {
 		b, err := tx.Get(tMeta, []byte(schemaKey))
@@ -175,26 +185,32 @@ func (s *Switchboard) UpgradeRecords(ctx context.Context) error {
 		switch v := binary.BigEndian.Uint64(b); {
 		case v == schemaVersion:
 			return nil
-		case v != autoVersion:
-			return fmt.Errorf("%w: layout %d, this version upgrades 7 to %d", ErrNewerSchema, v, schemaVersion)
+		case v < autoVersion || v > schemaVersion:
+			return fmt.Errorf("%w: layout %d, this version upgrades %d and %d to %d", ErrNewerSchema, v, autoVersion, recordsVersion, schemaVersion)
 		}
 		return tx.Put(tMeta, []byte(schemaKey), binary.BigEndian.AppendUint64(nil, schemaVersion))
 	})
 	if err != nil {
 		return fmt.Errorf("switchboard: upgrade records: %w", err)
 	}
-	s.recordsV3.Store(true)
+	s.setLayout(schemaVersion)
 	return nil
 }
 
-// readLayout reads the store's layout into s.recordsV3 (Reap calls it, so
-// a process learns of UpgradeRecords run elsewhere).
+// setLayout records what the store's layout lets this process write.
+func (s *Switchboard) setLayout(layout uint64) {
+	s.recordsV3.Store(layout >= recordsVersion)
+	s.packedLog.Store(layout >= schemaVersion)
+}
+
+// readLayout reads the store's layout into s.recordsV3 and s.packedLog
+// (Reap calls it, so a process learns of UpgradeRecords run elsewhere).
 func (s *Switchboard) readLayout(t *txn) error {
 	b, err := t.tx.Get(tMeta, []byte(schemaKey))
 	if err != nil || len(b) != 8 {
 		return err
 	}
-	s.recordsV3.Store(binary.BigEndian.Uint64(b) >= schemaVersion)
+	s.setLayout(binary.BigEndian.Uint64(b))
 	return nil
 }
 

@@ -206,3 +206,77 @@ func TestUpgradeLinksReplacedGrants(t *testing.T) {
 		}
 	})
 }
+
+// A store at layout 8 stores each audit event in a record of its own
+// until UpgradeRecords moves it to 9; from then on a transaction's events
+// go into one record (a block). The log is one log across the line:
+// Events, VerifyAudit, a checkpoint's proofs of every event, and
+// retention purging through singles, then blocks, with the proofs of what
+// it keeps intact.
+func TestUpgradeToEventBlocks(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			st := b.open(t)
+			require.NoError(t, st.Update(ctx, func(tx store.Tx) error {
+				return tx.Put("meta", []byte("schema"), binary.BigEndian.AppendUint64(nil, 8))
+			}))
+			h := newHarness(t, st)
+			vkey := withLogKey(t, h, func(c *sb.Config) { c.EventRetention = time.Hour })
+			keys := func() map[int]int {
+				n := map[int]int{}
+				raw(t, h, func(tx store.Tx) error {
+					return tx.Scan("events", nil, nil, func(k, _ []byte) bool { n[len(k)]++; return true })
+				})
+				return n
+			}
+			friend, _, _ := queueSetup(t, h)
+			create := func(n int) {
+				for range n {
+					h.clock.Advance(time.Minute)
+					_, _, err := h.sb.CreateFor(ctx, friend, "inbox", sb.NewTodo{Kind: "k"})
+					require.NoError(t, err)
+				}
+			}
+			start := h.clock.Now()
+			create(10)
+			singles := keys()[8]
+			require.Equal(t, map[int]int{8: singles}, keys(), "layout 8: one event to a record")
+			require.NoError(t, h.sb.UpgradeRecords(ctx))
+			create(20)
+			require.Equal(t, singles, keys()[8], "layout 9: no event stored alone")
+			require.Equal(t, 20, keys()[9])
+
+			check := func(upTo int) {
+				t.Helper()
+				evs, err := h.sb.Events(ctx, 0, 1000)
+				require.NoError(t, err)
+				for i := 1; i < len(evs); i++ {
+					require.Equal(t, evs[i-1].Seq+1, evs[i].Seq)
+				}
+				rep, err := h.sb.VerifyAudit(ctx)
+				require.NoError(t, err)
+				require.Equal(t, evs[0].Seq, rep.First, "after purging up to minute %d", upTo)
+				cp, err := h.sb.Checkpoint(ctx)
+				require.NoError(t, err)
+				opened, err := sb.OpenCheckpoint(cp.Note, vkey)
+				require.NoError(t, err)
+				for _, e := range evs {
+					p, err := h.sb.ProveEvent(ctx, e.Seq, cp.Size)
+					require.NoError(t, err, "event %d", e.Seq)
+					got, err := sb.VerifyInclusion(opened, p)
+					require.NoError(t, err)
+					require.Equal(t, e, got)
+				}
+			}
+			check(0)
+			for _, upTo := range []int{5, 12, 25} {
+				// Events up to minute upTo pass their retention.
+				h.clock.Advance(start.Add(time.Hour + time.Duration(upTo)*time.Minute + time.Second).Sub(h.clock.Now()))
+				_, err := h.sb.Reap(ctx)
+				require.NoError(t, err)
+				check(upTo)
+			}
+			require.Equal(t, 0, keys()[8], "retention went past the singles")
+		})
+	}
+}

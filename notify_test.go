@@ -82,6 +82,7 @@ func TestASubscriptionThatFellBehindIsTold(t *testing.T) {
 		h.friend(h.alice, h.bob, "alice-bot", "bob-desk", inboxCreate)
 		evs, err := h.sb.Events(ctx, 0, 1000)
 		require.NoError(t, err)
+		unpackEvents(t, h.st)
 		require.NoError(t, h.st.Update(ctx, func(tx store.Tx) error {
 			return tx.Delete("events", []byte{0, 0, 0, 0, 0, 0, 0, 3})
 		}))

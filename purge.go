@@ -5,6 +5,7 @@ package switchboard
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -224,36 +225,38 @@ func (s *Switchboard) purgeEvents(ctx context.Context, limit int) (int, error) {
 		if err != nil {
 			return err
 		}
-		seqs := make([]uint64, len(evs))
-		for i, e := range evs {
-			seqs[i] = e.Seq
-		}
-		if err := t.lg.Prefetch(seqs); err != nil {
-			return err
-		}
 		upto, err := s.purgeCap(t, st, kept)
 		if err != nil {
 			return err
 		}
 		oldP, newP := st.Purged, st.Purged
-		for i, e := range evs {
-			if e.Seq <= st.Offset+newP {
-				continue // purged by another Reap meanwhile
+		evs, raws := evs, raws // this attempt's (an attempt may run again)
+		for len(evs) > 0 && evs[0].Seq <= st.Offset+newP {
+			evs, raws = evs[1:], raws[1:] // purged by another Reap meanwhile
+		}
+		if len(evs) > 0 && evs[0].Seq <= st.Offset+upto {
+			if evs[0].Seq != st.Offset+newP+1 {
+				return fmt.Errorf("audit event %d is not the log's oldest kept (%d)", evs[0].Seq, st.Offset+newP+1)
 			}
-			if e.Seq > st.Offset+upto {
-				break
-			}
-			if e.Seq != st.Offset+newP+1 {
-				return fmt.Errorf("audit event %d is not the log's oldest kept (%d)", e.Seq, st.Offset+newP+1)
-			}
-			leaf, hashes, err := t.lg.Entry(e.Seq)
-			if err != nil {
+			var cerr error
+			err := t.lg.Entries(evs[0].Seq, len(evs), func(seq uint64, leaf, hashes []byte) bool {
+				i := int(seq - evs[0].Seq)
+				switch {
+				case seq > st.Offset+upto:
+					return false
+				case i >= len(evs) || evs[i].Seq != seq:
+					cerr = fmt.Errorf("audit event %d is not the log's oldest kept (%d)", seq, st.Offset+newP+1)
+				case string(leaf)+string(hashes) != string(raws[i]):
+					cerr = fmt.Errorf("audit event %d changed while it was archived", seq)
+				default:
+					newP++
+					return true
+				}
+				return false
+			})
+			if err = cmp.Or(err, cerr); err != nil {
 				return err
 			}
-			if string(leaf)+string(hashes) != string(raws[i]) {
-				return fmt.Errorf("audit event %d changed while it was archived", e.Seq)
-			}
-			newP++
 		}
 		if newP == oldP {
 			return nil

@@ -65,6 +65,7 @@ func TestSubscriptionFromATrimmedStartOutlivesAFailedLookup(t *testing.T) {
 			t.Cleanup(func() { _ = st.Close() })
 			h := newHarness(t, st)
 			h.friend(h.alice, h.bob, "alice-bot", "bob-desk", inboxCreate)
+			unpackEvents(t, st)
 			require.NoError(t, st.Update(ctx, func(tx store.Tx) error {
 				return tx.Delete("events", []byte{0, 0, 0, 0, 0, 0, 0, 1}) // the log starts at 2 now
 			}))

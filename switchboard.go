@@ -228,6 +228,7 @@ func orInt(p *int, v int) {
 type Switchboard struct {
 	st        store.Store
 	recordsV3 atomic.Bool // the store's layout lets todo records be V3 (see UpgradeRecords)
+	packedLog atomic.Bool // the store's layout lets audit events be stored several to a record
 	damaged   damageLog   // damaged records already reported
 	cfg       Config
 	now       func() time.Time
@@ -374,7 +375,7 @@ func newSwitchboard(st store.Store, cfg *Config) (*Switchboard, error) {
 	}
 	s := &Switchboard{st: st, cfg: c, now: c.Clock.Now, oidc: v, limits: l, dpop: dp, quotas: c.Quotas.withDefaults(), dirs: dirs, localDir: local}
 	s.damaged.logger = c.Logger
-	s.recordsV3.Store(layout >= schemaVersion)
+	s.setLayout(layout)
 	if c.LogKey != "" {
 		keys, err := auditlog.ParseKeys(c.LogKey, c.PreviousLogKeys...)
 		if err != nil {

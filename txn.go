@@ -122,6 +122,7 @@ func (s *Switchboard) updateWith(ctx context.Context, run func(context.Context, 
 			last.locker = l
 		}
 		last.lg = logLayout.In(tx, last.locker)
+		last.lg.Packed = s.packedLog.Load()
 		if err := fn(last); err != nil {
 			return err
 		}
@@ -227,6 +228,7 @@ func (s *Switchboard) view(ctx context.Context, fn func(*txn) error) error {
 	return s.st.View(ctx, func(tx store.Tx) error {
 		t := &txn{tx: tx, now: s.now().UTC(), hot: &s.hot, damaged: &s.damaged}
 		t.lg = logLayout.In(tx, nil)
+		t.lg.Packed = s.packedLog.Load()
 		return fn(t)
 	})
 }

@@ -224,18 +224,13 @@ func (x *Tx) Check(anchors []Anchor) (Tree, error) {
 	// now.
 	next := from
 	var bad error
-	err = x.tx.Scan(x.layout.Entries, be64(seqOf(from)), be64(seqOf(st.Size)), func(k, val []byte) bool {
-		seq := keySeq(k)
+	err = x.scan(st, seqOf(from), be64(seqOf(st.Size)), func(seq uint64, leaf, stored []byte) bool {
 		if seq != seqOf(next) {
 			bad = &AuditError{Seq: seqOf(next), Reason: fmt.Sprintf("event %d, after the last checkpoint, is missing", seqOf(next))}
 			return false
 		}
-		leaf, stored, err := SplitEntry(next, val)
-		if err == nil && tlog.RecordHash(leaf) != tlog.Hash(stored[:tlog.HashSize]) {
-			err = errors.New("it does not hash to its stored leaf")
-		}
-		if err != nil {
-			bad = &AuditError{Seq: seq, Reason: fmt.Sprintf("event %d, after the last signed checkpoint: %v", seq, err)}
+		if tlog.RecordHash(leaf) != tlog.Hash(stored[:tlog.HashSize]) {
+			bad = &AuditError{Seq: seq, Reason: fmt.Sprintf("event %d, after the last signed checkpoint: it does not hash to its stored leaf", seq)}
 			return false
 		}
 		hashes, err := tlog.StoredHashes(int64(next), leaf, fr)

@@ -24,10 +24,16 @@ import (
 // own tables; Meta may be shared with the log's user, who then keeps no
 // record of its own under StateKey there.
 type Layout struct {
-	// Entries: the entry's seq (8 bytes, big-endian) → the entry's bytes,
-	// then the tree hashes it adds (golang.org/x/mod/sumdb/tlog's stored
-	// hashes: its own and one per subtree it completes; see SplitEntry).
-	// So no tree hash has a key of its own to write.
+	// Entries: an entry's record, under one of two keys. Its seq (8
+	// bytes, big-endian) → the entry's bytes, then the tree hashes it
+	// adds (golang.org/x/mod/sumdb/tlog's stored hashes: its own and one
+	// per subtree it completes; see SplitEntry). Or, for a run of entries
+	// appended together (Tx.Packed), the seq of the run's last entry and
+	// one byte 0x01 → a uvarint of the run's length, then each entry as a
+	// uvarint of its length, its bytes and its tree hashes: a block,
+	// at most 64 entries or about 8 KiB. Either way no tree hash has a key
+	// of its own to write, and the record holding seq is the first at or
+	// after the key of seq.
 	Entries string
 	// Hashes: tlog's stored hash index (8 bytes, big-endian) → the
 	// 32-byte hash, for the few hashes proofs still need after their
@@ -76,11 +82,25 @@ type Tx struct {
 	state  State
 	read   bool
 	cache  *Cache
+	// added: the stored hashes Append added so far in its current call,
+	// from stored hash index addedFrom on (a block is written whole, after
+	// its entries' hashes are needed by the next ones).
+	added     []tlog.Hash
+	addedFrom int64
+	seeker    *seeker
 	// Rewrite makes Append write entries with Put, over records under the
 	// same keys (an upgrade rewriting an older log in place), instead of
 	// store.Inserter's Insert, which a store may refuse over a record
-	// that is there.
+	// that is there. Records under other keys (a block's, where the old
+	// record was an entry's alone) are the caller's to delete first.
 	Rewrite bool
+	// Packed makes Append write the entries of one call several to a
+	// record (a block; see Layout.Entries), which saves a database most
+	// of each entry's row overhead and lets it compress the rows. Reads
+	// find entries in either form, whatever Packed says; a reader older
+	// than blocks cannot, which is why writing them is the caller's
+	// choice (package switchboard writes them from its layout 9 on).
+	Packed bool
 }
 
 // In returns the log's part in tx. locker, if not nil, is tx's row locks
@@ -142,7 +162,8 @@ func (x *Tx) SaveState() error {
 func (x *Tx) Use(c *Cache) { x.cache = c }
 
 // Append adds n entries to the tree as its next leaves, each written under
-// its seq with the tree hashes it adds, and saves the state. entry appends
+// its seq with the tree hashes it adds (or, Packed, in blocks of several
+// under the seq of each block's last), and saves the state. entry appends
 // entry i's bytes to b and returns the result; it is told the entry's seq
 // (an entry may hold it).
 func (x *Tx) Append(n int, entry func(i int, seq uint64, b []byte) []byte) error {
@@ -154,17 +175,13 @@ func (x *Tx) Append(n int, entry func(i int, seq uint64, b []byte) []byte) error
 	if c != nil {
 		c.begin(st.Size)
 	}
-	if p, ok := x.tx.(store.Prefetcher); ok && n > 1 && (c == nil || !c.full) {
+	if _, ok := x.tx.(store.ScanPrefetcher); ok && n > 1 && (c == nil || !c.full) {
 		// A server store: fetch the records holding the hashes the new
 		// leaves will build on (the tree's frontier) in one round trip.
-		var keys [][]byte
 		for _, ix := range FrontierIndexes(st.Size) {
 			if k := completedBy(ix); k >= st.Purged {
-				keys = append(keys, be64(st.Seq(k)))
+				x.seekAhead(st.Seq(k))
 			}
-		}
-		if err := p.Prefetch(x.layout.Entries, keys); err != nil {
-			return err
 		}
 	}
 	if c != nil && !c.full {
@@ -174,10 +191,26 @@ func (x *Tx) Append(n int, entry func(i int, seq uint64, b []byte) []byte) error
 			return fmt.Errorf("read the audit log's tree: %w", err)
 		}
 	}
+	err = x.appendEntries(st, n, entry)
+	x.added = x.added[:0]
+	if err != nil {
+		return err
+	}
+	return x.SaveState()
+}
+
+// appendEntries is Append's loop.
+func (x *Tx) appendEntries(st *State, n int, entry func(i int, seq uint64, b []byte) []byte) error {
+	c := x.cache
+	packed := x.Packed
+	x.added, x.addedFrom = x.added[:0], tlog.StoredHashCount(int64(st.Size))
+	var block []byte // Packed: the block being filled, from its count's room on
+	count := 0
+	var buf []byte
 	for i := range n {
 		k := st.Size
 		seq := st.Seq(k)
-		v := entry(i, seq, make([]byte, 0, 512))
+		v := entry(i, seq, buf[:0])
 		if len(v) == 0 {
 			// Its record would be its hash alone, which no reader
 			// could tell from a record without its hashes.
@@ -188,6 +221,35 @@ func (x *Tx) Append(n int, entry func(i int, seq uint64, b []byte) []byte) error
 			return fmt.Errorf("add entry %d to the audit log's tree: %w", seq, err)
 		}
 		c.add(k, hashes)
+		x.added = append(x.added, hashes...)
+		if packed {
+			if block == nil {
+				// Room for the count, and about what the rest of the
+				// call's entries (up to a block's) will take.
+				block = make([]byte, binary.MaxVarintLen64, binary.MaxVarintLen64+min(n-i, blockEntries)*(len(v)+2*tlog.HashSize+3))
+			}
+			block = binary.AppendUvarint(block, uint64(len(v)))
+			block = append(block, v...)
+			for _, h := range hashes {
+				block = append(block, h[:]...)
+			}
+			count++
+			buf = v
+			st.Size++
+			if count == blockEntries || len(block) >= blockBytes || i == n-1 {
+				// The count goes right before the entries, in the
+				// room left for it.
+				w := binary.PutUvarint(block[:binary.MaxVarintLen64], uint64(count))
+				at := binary.MaxVarintLen64 - w
+				copy(block[at:], block[:w])
+				if err := x.insert(x.layout.Entries, blockKey(seq), block[at:]); err != nil {
+					return err
+				}
+				block, count = nil, 0 // the store may keep what it was given
+			}
+			continue
+		}
+		buf = nil // the record keeps v
 		for _, h := range hashes {
 			v = append(v, h[:]...)
 		}
@@ -196,7 +258,168 @@ func (x *Tx) Append(n int, entry func(i int, seq uint64, b []byte) []byte) error
 		}
 		st.Size++
 	}
-	return x.SaveState()
+	return nil
+}
+
+// A block (Tx.Packed) closes at blockEntries entries or once it holds
+// blockBytes: a reader of one entry reads its whole block.
+const (
+	blockEntries = 64
+	blockBytes   = 8 << 10
+	blockTag     = 0x01 // ends a block's key, after its last entry's seq
+)
+
+func blockKey(last uint64) []byte {
+	k := make([]byte, 9)
+	binary.BigEndian.PutUint64(k, last)
+	k[8] = blockTag
+	return k
+}
+
+// decodeRecord calls fn with each entry of the record stored under key k
+// (value v), in order, until fn returns false (more is then false). A
+// record that cannot be read, or holds an entry at or before the log's
+// start, is an *AuditError.
+func decodeRecord(st *State, k, v []byte, fn func(seq uint64, entry, hashes []byte) bool) (more bool, err error) {
+	switch {
+	case len(k) == 8:
+		seq := binary.BigEndian.Uint64(k)
+		if seq <= st.Offset {
+			return false, &AuditError{Seq: seq, Reason: "stored before the log's start"}
+		}
+		entry, hashes, err := SplitEntry(seq-st.Offset-1, v)
+		if err != nil {
+			return false, &AuditError{Seq: seq, Reason: err.Error()}
+		}
+		return fn(seq, entry, hashes), nil
+	case len(k) == 9 && k[8] == blockTag:
+	default:
+		return false, &AuditError{Seq: keySeq(k[:min(len(k), 8)]), Reason: fmt.Sprintf("an event record is stored under a key of %d bytes", len(k))}
+	}
+	last := binary.BigEndian.Uint64(k)
+	count, w := binary.Uvarint(v)
+	if w <= 0 || count == 0 || count > last {
+		return false, &AuditError{Seq: last, Reason: "the record of the events up to this one does not say how many it holds"}
+	}
+	first := last - count + 1
+	if first <= st.Offset {
+		return false, &AuditError{Seq: first, Reason: "stored before the log's start"}
+	}
+	v = v[w:]
+	// The whole record is checked before any of its entries is given:
+	// a damaged block yields none.
+	for pass := range 2 {
+		b := v
+		for seq := first; seq <= last; seq++ {
+			l, w := binary.Uvarint(b)
+			h := LeafHashes(seq-st.Offset-1) * tlog.HashSize
+			if w <= 0 || l == 0 || l > uint64(len(b)-w) || len(b)-w-int(l) < h {
+				return false, &AuditError{Seq: seq, Reason: fmt.Sprintf("the record of events %d to %d cannot hold this one's bytes and its %d tree hashes", first, last, h/tlog.HashSize)}
+			}
+			e := b[w : w+int(l)]
+			hs := b[w+int(l) : w+int(l)+h]
+			b = b[w+int(l)+h:]
+			if pass == 1 && !fn(seq, e, hs) {
+				return false, nil
+			}
+		}
+		if len(b) != 0 {
+			return false, &AuditError{Seq: last, Reason: fmt.Sprintf("the record of events %d to %d has %d bytes past its last event", first, last, len(b))}
+		}
+	}
+	return true, nil
+}
+
+// recordFirst is the seq of the first entry the record under k holds
+// (without reading it whole).
+func recordFirst(k, v []byte) uint64 {
+	last := keySeq(k[:min(len(k), 8)])
+	if len(k) == 9 {
+		if count, w := binary.Uvarint(v); w > 0 && count > 0 && count <= last {
+			return last - count + 1
+		}
+	}
+	return last
+}
+
+// scan calls fn with each entry stored from seq from on, in order, until
+// fn returns false, reading the records whose keys are before end (nil:
+// to the table's end). The store reads its next records as it goes.
+func (x *Tx) scan(st *State, from uint64, end []byte, fn func(seq uint64, entry, hashes []byte) bool) error {
+	var bad error
+	var prev uint64 // the last seq read: records never overlap
+	err := x.tx.Scan(x.layout.Entries, be64(from), end, func(k, v []byte) bool {
+		if f := recordFirst(k, v); f <= prev {
+			bad = &AuditError{Seq: f, Reason: fmt.Sprintf("event %d is stored twice (a record of events %d to %d follows one up to %d)", f, f, keySeq(k[:min(len(k), 8)]), prev)}
+			return false
+		}
+		more, err := decodeRecord(st, k, v, func(seq uint64, entry, hashes []byte) bool {
+			prev = seq
+			return seq < from || fn(seq, entry, hashes) // a block's entries before from are passed over
+		})
+		bad = err
+		return more
+	})
+	if err != nil {
+		return err
+	}
+	return bad
+}
+
+// seekAhead tells a server store that the record holding seq is about to
+// be read (seek): the first record at or after seq's key.
+func (x *Tx) seekAhead(seq uint64) {
+	if p, ok := x.tx.(store.ScanPrefetcher); ok {
+		// A hint: an error here would come back from the read.
+		_ = p.PrefetchScan(x.layout.Entries, be64(seq), 1)
+	}
+}
+
+// seek returns entry seq and its tree hashes from the one record that
+// would hold it: an error wrapping store.ErrNotFound if that record does
+// not.
+func (x *Tx) seek(st *State, seq uint64) (entry, hashes []byte, err error) {
+	x.seekAhead(seq)
+	s := x.seeker
+	if s == nil {
+		// Made once per Tx: a proof or a tree's frontier seeks many
+		// times, and the function handed to the store's Scan escapes.
+		s = &seeker{}
+		s.visit = func(k, v []byte) bool {
+			_, s.bad = decodeRecord(s.st, k, v, func(n uint64, e, h []byte) bool {
+				if n < s.seq {
+					return true
+				}
+				s.entry, s.hashes, s.found = e, h, n == s.seq
+				return false
+			})
+			return false // the first record is the one
+		}
+		x.seeker = s
+	}
+	*s = seeker{visit: s.visit, st: st, seq: seq}
+	err = x.tx.Scan(x.layout.Entries, binary.BigEndian.AppendUint64(s.key[:0], seq), nil, s.visit)
+	switch {
+	case err != nil:
+	case s.bad != nil && !s.found:
+		err = s.bad
+	case !s.found:
+		err = fmt.Errorf("entry %d: %w", seq, store.ErrNotFound)
+	}
+	entry, hashes = s.entry, s.hashes
+	*s = seeker{visit: s.visit} // holds no record past the call
+	return entry, hashes, err
+}
+
+// seeker is seek's state, kept by a Tx.
+type seeker struct {
+	visit         func(k, v []byte) bool
+	st            *State
+	seq           uint64
+	key           [8]byte
+	entry, hashes []byte
+	found         bool
+	bad           error
 }
 
 // Entry returns the entry stored under seq and the tree hashes stored
@@ -211,44 +434,26 @@ func (x *Tx) Entry(seq uint64) (entry, hashes []byte, err error) {
 	if seq <= st.Offset {
 		return nil, nil, &AuditError{Seq: seq, Reason: "stored before the log's start"}
 	}
-	v, err := x.tx.Get(x.layout.Entries, be64(seq))
-	if err != nil {
-		return nil, nil, fmt.Errorf("entry %d: %w", seq, err)
-	}
-	entry, hashes, err = SplitEntry(seq-st.Offset-1, v)
-	if err != nil {
-		return nil, nil, &AuditError{Seq: seq, Reason: err.Error()}
-	}
-	return entry, hashes, nil
-}
-
-// Prefetch tells a server store (store.Prefetcher) that the entries
-// under seqs are about to be read (Entry), to fetch them in one round
-// trip; elsewhere it does nothing.
-func (x *Tx) Prefetch(seqs []uint64) error {
-	p, ok := x.tx.(store.Prefetcher)
-	if !ok || len(seqs) == 0 {
-		return nil
-	}
-	keys := make([][]byte, len(seqs))
-	for i, seq := range seqs {
-		keys[i] = be64(seq)
-	}
-	return p.Prefetch(x.layout.Entries, keys)
+	return x.seek(st, seq)
 }
 
 // Entries calls fn with the entries stored under seqs from from on, in
 // order, each with the tree hashes stored after it, until fn returns
-// false, or, if limit > 0, limit were read (a server store fetches them
-// with the state's read: store.ScanPrefetcher). A gap in the seqs is not
-// skipped silently: fn is told each record's own seq. A record stored
-// under a seq at or before the log's start, or that cannot hold its
-// hashes, is an *AuditError.
+// false, or, if limit > 0, limit were read (a server store fetches the
+// first records with the state's read: store.ScanPrefetcher). A gap in
+// the seqs is not skipped silently: fn is told each entry's own seq. A
+// record stored under a seq at or before the log's start, or that cannot
+// hold its hashes, is an *AuditError.
 func (x *Tx) Entries(from uint64, limit int, fn func(seq uint64, entry, hashes []byte) bool) error {
-	start := be64(from)
 	if p, ok := x.tx.(store.ScanPrefetcher); ok && limit > 0 && !x.read {
-		// The entries travel with the state's read: one round trip.
-		if err := p.PrefetchScan(x.layout.Entries, start, limit); err != nil {
+		// The entries travel with the state's read: one round trip. Of
+		// blocks (up to 8 KiB each), a few hold the newest entries; a
+		// reader needing more reads on.
+		rows := limit
+		if x.Packed {
+			rows = min(limit, 8)
+		}
+		if err := p.PrefetchScan(x.layout.Entries, be64(from), rows); err != nil {
 			return err
 		}
 	}
@@ -256,26 +461,11 @@ func (x *Tx) Entries(from uint64, limit int, fn func(seq uint64, entry, hashes [
 	if err != nil {
 		return err
 	}
-	var bad error
 	n := 0
-	err = x.tx.Scan(x.layout.Entries, start, nil, func(k, v []byte) bool {
-		seq := keySeq(k)
-		if seq <= st.Offset {
-			bad = &AuditError{Seq: seq, Reason: "stored before the log's start"}
-			return false
-		}
-		entry, hashes, err := SplitEntry(seq-st.Offset-1, v)
-		if err != nil {
-			bad = &AuditError{Seq: seq, Reason: err.Error()}
-			return false
-		}
+	return x.scan(st, from, nil, func(seq uint64, entry, hashes []byte) bool {
 		n++
 		return fn(seq, entry, hashes) && (limit <= 0 || n < limit)
 	})
-	if err != nil {
-		return err
-	}
-	return bad
 }
 
 // Strays checks that no record is stored outside the log's kept entries
@@ -286,23 +476,31 @@ func (x *Tx) Strays() error {
 	if err != nil {
 		return err
 	}
-	first := func(from, to []byte) ([]byte, error) {
-		var k []byte
-		err := x.tx.Scan(x.layout.Entries, from, to, func(key, _ []byte) bool { k = bytes.Clone(key); return false })
-		return k, err
+	var k, v []byte
+	first := func(from []byte) error {
+		k, v = nil, nil
+		if p, ok := x.tx.(store.ScanPrefetcher); ok {
+			if err := p.PrefetchScan(x.layout.Entries, from, 1); err != nil { // one record, not a page of blocks
+				return err
+			}
+		}
+		return x.tx.Scan(x.layout.Entries, from, nil, func(key, val []byte) bool {
+			k, v = bytes.Clone(key), bytes.Clone(val)
+			return false
+		})
 	}
-	k, err := first(nil, be64(st.Seq(st.Purged)))
-	if err != nil {
+	if err := first(nil); err != nil {
+		return err
+	}
+	if k != nil && recordFirst(k, v) < st.Seq(st.Purged) {
+		return &AuditError{Seq: recordFirst(k, v), Reason: "an event is stored before the log's first kept event"}
+	}
+	end := st.Seq(st.Size)
+	if err := first(be64(end)); err != nil {
 		return err
 	}
 	if k != nil {
-		return &AuditError{Seq: keySeq(k), Reason: "an event is stored before the log's first kept event"}
-	}
-	if k, err = first(be64(st.Seq(st.Size)), nil); err != nil {
-		return err
-	}
-	if k != nil {
-		return &AuditError{Seq: keySeq(k), Reason: fmt.Sprintf("an event is stored past the log's end (%d events)", st.Size)}
+		return &AuditError{Seq: max(recordFirst(k, v), end), Reason: fmt.Sprintf("an event is stored past the log's end (%d events)", st.Size)}
 	}
 	return nil
 }
@@ -341,6 +539,10 @@ func (x *Tx) ReadHashes(indexes []int64) ([]tlog.Hash, error) {
 			out[i] = h
 			continue
 		}
+		if j := ix - x.addedFrom; j >= 0 && j < int64(len(x.added)) {
+			out[i] = x.added[j]
+			continue
+		}
 		n := completedBy(ix)
 		if n < st.Purged {
 			b, err := x.tx.Get(x.layout.Hashes, be64(uint64(ix)))
@@ -358,14 +560,10 @@ func (x *Tx) ReadHashes(indexes []int64) ([]tlog.Hash, error) {
 			continue
 		}
 		seq := st.Seq(n)
-		v, err := x.tx.Get(x.layout.Entries, be64(seq))
+		_, hs, err := x.seek(st, seq)
 		if errors.Is(err, store.ErrNotFound) {
 			return nil, fmt.Errorf("tree hash %d: entry %d is missing", ix, seq)
 		}
-		if err != nil {
-			return nil, err
-		}
-		_, hs, err := SplitEntry(n, v)
 		if err != nil {
 			return nil, fmt.Errorf("tree hash %d: entry %d: %w", ix, seq, err)
 		}
@@ -377,10 +575,11 @@ func (x *Tx) ReadHashes(indexes []int64) ([]tlog.Hash, error) {
 }
 
 // Purge deletes the records of entries [Purged, to) and moves Purged to
-// to. Of the tree hashes those records held, the few that proofs about
-// kept entries, and between trees of at least to entries, still read (the
-// frontier of the first to leaves) move to Layout.Hashes first. The
-// caller checks first that the entries may go.
+// to; a block holding entries on both sides of to is written again with
+// the later ones only. Of the tree hashes those records held, the few
+// that proofs about kept entries, and between trees of at least to
+// entries, still read (the frontier of the first to leaves) move to
+// Layout.Hashes first. The caller checks first that the entries may go.
 func (x *Tx) Purge(to uint64) error {
 	st, err := x.State()
 	if err != nil {
@@ -410,8 +609,48 @@ func (x *Tx) Purge(to uint64) error {
 			}
 		}
 	}
-	for n := from; n < to; n++ {
-		if err := x.tx.Delete(x.layout.Entries, be64(st.Seq(n))); err != nil {
+	// The records to delete, and the block to write again, found first:
+	// a store's Scan must not meet its own writes.
+	cut := st.Seq(to)
+	var gone [][]byte
+	var split []byte // the key of a block holding entries on both sides of cut
+	var rest []byte  // what it keeps
+	var bad error
+	err = x.tx.Scan(x.layout.Entries, be64(st.Seq(from)), nil, func(k, v []byte) bool {
+		if recordFirst(k, v) >= cut {
+			return false
+		}
+		if keySeq(k[:min(len(k), 8)]) < cut {
+			gone = append(gone, bytes.Clone(k))
+			return true
+		}
+		var kept [][]byte
+		_, bad = decodeRecord(st, k, v, func(seq uint64, e, h []byte) bool {
+			if seq >= cut {
+				kept = append(kept, binary.AppendUvarint(nil, uint64(len(e))), e, h)
+			}
+			return true
+		})
+		rest = binary.AppendUvarint(nil, uint64(len(kept)/3))
+		for _, b := range kept {
+			rest = append(rest, b...)
+		}
+		split = bytes.Clone(k)
+		return false
+	})
+	if err == nil {
+		err = bad
+	}
+	if err != nil {
+		return err
+	}
+	for _, k := range gone {
+		if err := x.tx.Delete(x.layout.Entries, k); err != nil {
+			return err
+		}
+	}
+	if split != nil {
+		if err := x.tx.Put(x.layout.Entries, split, rest); err != nil {
 			return err
 		}
 	}

@@ -16,11 +16,19 @@ import (
 
 var layout = auditlog.Layout{Entries: "entries", Hashes: "hashes", Pending: "pending", Meta: "meta", StateKey: "log"}
 
-// appendEntries appends n entries "entry <i>" in one transaction.
+// appendEntries appends n entries "entry <i>" in one transaction, one to
+// a record.
 func appendEntries(t *testing.T, st store.Store, n int, c *auditlog.Cache) {
+	t.Helper()
+	appendAs(t, st, n, c, false)
+}
+
+// appendAs is appendEntries, in blocks if packed (Tx.Packed).
+func appendAs(t *testing.T, st store.Store, n int, c *auditlog.Cache, packed bool) {
 	t.Helper()
 	require.NoError(t, st.Update(context.Background(), func(tx store.Tx) error {
 		x := layout.In(tx, nil)
+		x.Packed = packed
 		x.Use(c)
 		s, err := x.State()
 		if err != nil {

@@ -9,8 +9,7 @@ import (
 	"encoding/binary"
 	"fmt"
 
-	"golang.org/x/mod/sumdb/tlog"
-
+	"github.com/switchboardhq/switchboard/auditlog"
 	"github.com/switchboardhq/switchboard/store"
 )
 
@@ -22,65 +21,49 @@ import (
 // witnesses); it needs a log whose events were never purged.
 func RewriteAuditEvent(ctx context.Context, st store.Store, seq uint64, edit func(leaf []byte) []byte) error {
 	return st.Update(ctx, func(tx store.Tx) error {
-		hs := hashMap{}
-		leaves := map[uint64][]byte{}
-		var size uint64
-		if err := tx.Scan("events", nil, nil, func(k, v []byte) bool {
-			n := binary.BigEndian.Uint64(k) - 1
-			count := 1
-			for x := n; x&1 == 1; x >>= 1 {
-				count++
-			}
-			leaf := v[:len(v)-count*tlog.HashSize]
-			leaves[n] = bytes.Clone(leaf)
-			for i := range count {
-				var h tlog.Hash
-				copy(h[:], v[len(leaf)+i*tlog.HashSize:])
-				hs[tlog.StoredHashIndex(0, int64(n))+int64(i)] = h
-			}
-			size = max(size, n+1)
+		x := logLayout.In(tx, nil)
+		state, err := x.State()
+		if err != nil {
+			return err
+		}
+		if state.Purged > 0 || state.Offset > 0 {
+			return fmt.Errorf("switchboardtest: a log purged (%d) or with an offset (%d) cannot be rewritten", state.Purged, state.Offset)
+		}
+		// Every record read, then written again whole in the form it
+		// was in (several events to a record or one): the tree hashes
+		// before seq come out the same, those from it on new.
+		var leaves [][]byte
+		if err := x.Entries(1, 0, func(_ uint64, leaf, _ []byte) bool {
+			leaves = append(leaves, bytes.Clone(leaf))
 			return true
 		}); err != nil {
 			return err
 		}
-		if seq == 0 || seq > size || leaves[seq-1] == nil {
-			return fmt.Errorf("switchboardtest: no audit event %d in a log of %d", seq, size)
+		if seq == 0 || seq > uint64(len(leaves)) || uint64(len(leaves)) != state.Size {
+			return fmt.Errorf("switchboardtest: no audit event %d in a log of %d", seq, len(leaves))
 		}
-		for n := seq - 1; n < size; n++ {
-			leaf := leaves[n]
-			if n == seq-1 {
-				leaf = edit(leaf)
-			}
-			hashes, err := tlog.StoredHashes(int64(n), leaf, hs)
-			if err != nil {
-				return err
-			}
-			v := bytes.Clone(leaf)
-			for i, h := range hashes {
-				hs[tlog.StoredHashIndex(0, int64(n))+int64(i)] = h
-				v = append(v, h[:]...)
-			}
-			if err := tx.Put("events", binary.BigEndian.AppendUint64(nil, n+1), v); err != nil {
+		var keys [][]byte
+		if err := tx.Scan(logLayout.Entries, nil, nil, func(k, _ []byte) bool {
+			keys = append(keys, bytes.Clone(k))
+			x.Packed = x.Packed || len(k) > 8
+			return true
+		}); err != nil {
+			return err
+		}
+		for _, k := range keys {
+			if err := tx.Delete(logLayout.Entries, k); err != nil {
 				return err
 			}
 		}
-		return nil
+		leaves[seq-1] = edit(leaves[seq-1])
+		state.Size = 0
+		x.Rewrite = true
+		return x.Append(len(leaves), func(i int, _ uint64, b []byte) []byte { return append(b, leaves[i]...) })
 	})
 }
 
-type hashMap map[int64]tlog.Hash
-
-func (m hashMap) ReadHashes(idx []int64) ([]tlog.Hash, error) {
-	out := make([]tlog.Hash, len(idx))
-	for i, x := range idx {
-		h, ok := m[x]
-		if !ok {
-			return nil, fmt.Errorf("switchboardtest: tree hash %d not stored", x)
-		}
-		out[i] = h
-	}
-	return out, nil
-}
+// logLayout is where package switchboard keeps its audit log.
+var logLayout = auditlog.Layout{Entries: "events", Hashes: "log_hashes", Pending: "events_pending", Meta: "meta", StateKey: "log"}
 
 // MoveAuditPurgeMark sets the audit log's purge mark — how many of its
 // first events retention says it deleted — to purged, and stores the tree
@@ -92,43 +75,28 @@ func (m hashMap) ReadHashes(idx []int64) ([]tlog.Hash, error) {
 // never purged, with no offset.
 func MoveAuditPurgeMark(ctx context.Context, st store.Store, purged uint64, drop bool) error {
 	return st.Update(ctx, func(tx store.Tx) error {
-		state, err := tx.Get("meta", []byte("log"))
+		x := logLayout.In(tx, nil)
+		state, err := x.State()
 		if err != nil {
 			return fmt.Errorf("switchboardtest: the audit log's state: %w", err)
 		}
-		if len(state) != 32 || binary.BigEndian.Uint64(state) < purged {
-			return fmt.Errorf("switchboardtest: a log state of %d bytes cannot be purged to %d", len(state), purged)
-		}
-		var start uint64
-		for level := 63; level >= 0; level-- {
-			if purged&(1<<level) == 0 {
-				continue
-			}
-			x := tlog.StoredHashIndex(level, int64(start>>level))
-			n := start + 1<<level - 1 // the leaf that completed the subtree
-			v, err := tx.Get("events", binary.BigEndian.AppendUint64(nil, n+1))
-			if err != nil {
-				return fmt.Errorf("switchboardtest: event %d: %w", n+1, err)
-			}
-			count := 1
-			for y := n; y&1 == 1; y >>= 1 {
-				count++
-			}
-			at := len(v) - count*tlog.HashSize + level*tlog.HashSize
-			if err := tx.Put("log_hashes", binary.BigEndian.AppendUint64(nil, uint64(x)), bytes.Clone(v[at:at+tlog.HashSize])); err != nil {
-				return err
-			}
-			start += 1 << level
+		if state.Size < purged || state.Purged > 0 || state.Offset > 0 {
+			return fmt.Errorf("switchboardtest: a log of %d events (%d purged, offset %d) cannot be purged to %d", state.Size, state.Purged, state.Offset, purged)
 		}
 		if drop {
-			for seq := uint64(1); seq <= purged; seq++ {
-				if err := tx.Delete("events", binary.BigEndian.AppendUint64(nil, seq)); err != nil {
-					return err
-				}
+			return x.Purge(purged)
+		}
+		idx := auditlog.FrontierIndexes(purged)
+		hs, err := x.ReadHashes(idx)
+		if err != nil {
+			return fmt.Errorf("switchboardtest: %w", err)
+		}
+		for i, ix := range idx {
+			if err := tx.Put(logLayout.Hashes, binary.BigEndian.AppendUint64(nil, uint64(ix)), hs[i][:]); err != nil {
+				return err
 			}
 		}
-		state = bytes.Clone(state)
-		binary.BigEndian.PutUint64(state[16:], purged)
-		return tx.Put("meta", []byte("log"), state)
+		state.Purged = purged
+		return x.SaveState()
 	})
 }

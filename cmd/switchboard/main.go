@@ -204,7 +204,7 @@ func (a *app) commands() *cobra.Command {
 			return nil
 		}}
 
-	upgrade := &cobra.Command{Use: "upgrade-records", Short: "Move the store to layout 8 (checksummed todo records; run once every process sharing it runs this release)", Args: cobra.NoArgs,
+	upgrade := &cobra.Command{Use: "upgrade-records", Short: "Move the store to layout 9 (checksummed todo records, audit events several to a record; run once every process sharing it runs this release)", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := a.open(cmd.Context()); err != nil {
 				return err
@@ -216,9 +216,9 @@ func (a *app) commands() *cobra.Command {
 				return err
 			}
 			if a.asJSON {
-				return a.json(map[string]int{"layout": 8})
+				return a.json(map[string]int{"layout": 9})
 			}
-			fmt.Fprintln(a.out, "the store is at layout 8: todo records are written checksummed; a previous release now refuses it")
+			fmt.Fprintln(a.out, "the store is at layout 9: todo records are written checksummed, audit events several to a record; a previous release now refuses it")
 			return nil
 		}}
 

@@ -274,7 +274,7 @@ func TestErrorLines(t *testing.T) {
 	require.Equal(t, "switchboard: open x.db: no such file", errorLine(errors.New("open x.db: no such file")))
 }
 
-// upgrade-records moves a store written at layout 7 to 8, after which its
+// upgrade-records moves a store written at layout 7 to 9, after which its
 // todo records are written checksummed; on a file a running host holds it
 // refuses (exit 4) and changes nothing.
 func TestUpgradeRecords(t *testing.T) {
@@ -308,11 +308,11 @@ func TestUpgradeRecords(t *testing.T) {
 
 	out, code = sb(t, bin, "--db", path, "upgrade-records")
 	require.Zero(t, code, out)
-	require.Contains(t, out, "layout 8")
+	require.Contains(t, out, "layout 9")
 	st, err = bolt.Open(path, nil)
 	require.NoError(t, err)
 	defer st.Close()
-	require.Equal(t, uint64(8), layout())
+	require.Equal(t, uint64(9), layout())
 	out, code = sb(t, bin, "--db", path, "queues", "--json")
 	require.Zero(t, code, out)
 	require.Equal(t, switchboard.QueueStats{Queue: "bob-desk/inbox", Ready: 1, Done: 1, Dead: 1}, queuesOf(t, out)["bob-desk/inbox"], "the records written before read as before")

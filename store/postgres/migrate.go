@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -83,6 +84,36 @@ var migrations = []func(ctx context.Context, tx pgx.Tx, table string) error{
 		}
 		return nil
 	},
+	// 5: the audit log's tables keep their rows whole in the row
+	// (inline), compressed, for the partitions that exist; rows written
+	// before keep their form.
+	func(ctx context.Context, tx pgx.Tx, t string) error {
+		for _, name := range inline {
+			if _, err := tx.Exec(ctx, `DO $$ BEGIN
+				IF to_regclass(`+quoteLiteral(partitionName(t, name))+`) IS NOT NULL THEN
+					`+inlineStorage(t, name)+`;
+				END IF; END $$`); err != nil {
+				return err
+			}
+		}
+		return nil
+	},
+}
+
+// inline are the switchboard tables whose rows are kept in the row,
+// compressed (column storage MAIN), rather than moved to the partition's
+// TOAST table once they pass about 2 KB (EXTENDED, the default): the
+// audit log's, whose rows hold many events each (a block of up to 8 KiB,
+// or a commit's pending events), are written once, never updated, and are
+// read whole. A TOAST table costs a row and an index entry per 2 KB chunk
+// and a second lookup per read; in the row, PostgreSQL compresses the
+// value and logs the compressed bytes (measured with
+// store/postgres/bench: see docs/scaling.md).
+var inline = []string{"events", "events_pending"}
+
+// inlineStorage is the statement that keeps name's rows inline.
+func inlineStorage(table, name string) string {
+	return `ALTER TABLE ` + partitionName(table, name) + ` ALTER COLUMN v SET STORAGE MAIN`
 }
 
 // rewritten are the fill factors of the switchboard tables whose use is
@@ -113,7 +144,8 @@ func partitionName(table, name string) string {
 // page and its index entry is untouched: as rewritten says for the tables
 // it names; else a fifth of the page, unless the table's rows are written
 // once (writeOnce: the table is first written by Append or Insert alone,
-// as the audit log's are), whose pages are filled.
+// as the audit log's are), whose pages are filled. The tables inline
+// names keep their rows in the row.
 func createPartition(table, name string, writeOnce bool) string {
 	fill := "80"
 	if f, ok := rewritten[name]; ok {
@@ -121,8 +153,13 @@ func createPartition(table, name string, writeOnce bool) string {
 	} else if writeOnce {
 		fill = "100"
 	}
-	return `CREATE TABLE IF NOT EXISTS ` + partitionName(table, name) + ` PARTITION OF ` + table +
+	create := `CREATE TABLE IF NOT EXISTS ` + partitionName(table, name) + ` PARTITION OF ` + table +
 		` FOR VALUES IN (` + quoteLiteral(name) + `) WITH (fillfactor = ` + fill + `)`
+	if slices.Contains(inline, name) {
+		// One statement still: a batch queues it without arguments.
+		return `DO $$ BEGIN ` + create + `; ` + inlineStorage(table, name) + `; END $$`
+	}
+	return create
 }
 
 // quoteLiteral quotes s as an SQL string literal (standard_conforming_strings

@@ -110,7 +110,7 @@ func (c fixedClock) After(d time.Duration) <-chan time.Time { return time.After(
 // factor (PostgreSQL layout 4); New keeps switchboard's layout at 7, so
 // every record it writes is one the previous release reads, and processes
 // of both releases can share the store during a rolling upgrade; once
-// every process runs this release, UpgradeRecords moves the store to 8
+// every process runs this release, UpgradeRecords moves the store to 9
 // (a previous release then refuses it: ErrNewerSchema, as for any newer
 // layout), from when records are written checksummed (V3) — by a process
 // that opened the store before the upgrade too, from its next Reap. Both
@@ -144,7 +144,7 @@ func TestUpgradeFromLayout7(t *testing.T) {
 	require.Equal(t, "fillfactor=50", fill(), "Open set the fill factor of the rewritten table")
 	var pgLayout int
 	require.NoError(t, conn.QueryRow(ctx, `SELECT version FROM fixture_kv_schema`).Scan(&pgLayout))
-	require.Equal(t, 4, pgLayout)
+	require.Equal(t, 5, pgLayout)
 
 	cfg := &switchboard.Config{Clock: fixedClock(fx.Written.Add(time.Minute))}
 	s1, err := switchboard.New(st, cfg)
@@ -200,7 +200,7 @@ func TestUpgradeFromLayout7(t *testing.T) {
 	require.NoError(t, s1.Complete(ctx, fx.Worker, fx.Lease, nil), "a lease taken by the previous release completes")
 
 	require.NoError(t, s1.UpgradeRecords(ctx))
-	require.Equal(t, uint64(8), layout(), "a previous release now refuses the store")
+	require.Equal(t, uint64(9), layout(), "a previous release now refuses the store")
 	require.NoError(t, s1.UpgradeRecords(ctx), "upgrading again does nothing")
 
 	after, _, err := s1.CreateFor(ctx, fx.Friend, "inbox", switchboard.NewTodo{Kind: "k", Title: "after"})
@@ -243,6 +243,143 @@ func TestUpgradeFromLayout7(t *testing.T) {
 	require.ElementsMatch(t, []string{"queued", "before", "after", "mixed", "later"}, done, "all but the delayed one, not due")
 	_, err = s1.VerifyAudit(ctx)
 	require.NoError(t, err)
+}
+
+// A store written by the release before layout 9 — testdata/layout8.sql,
+// a pg_dump of what testdata/layout8.gen.go.txt wrote at commit 2b65776:
+// PostgreSQL layout 4, switchboard layout 8, audit events one to a
+// record — opens and upgrades in place. New keeps it at 8, so the events
+// it sequences are stored as the previous release reads them; once every
+// process runs this release, UpgradeRecords moves the store to 9, from
+// when a sequencing pass stores its events several to a record — in a
+// process opened before the upgrade too, from its next Reap. Both forms
+// are read throughout, in one log: Events, Subscribe, ProveEvent and
+// VerifyAudit read across the line.
+func TestUpgradeFromLayout8(t *testing.T) {
+	ctx := context.Background()
+	dsn := databaseFromFixture(t, filepath.Join("testdata", "layout8.sql"))
+	var fx struct {
+		Written time.Time              `json:"written"`
+		Friend  switchboard.Credential `json:"friend"`
+		Worker  switchboard.Credential `json:"worker"`
+		Lease   switchboard.Lease      `json:"lease"`
+		Events  []switchboard.Event    `json:"events"`
+	}
+	b, err := os.ReadFile(filepath.Join("testdata", "layout8.json"))
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(b, &fx))
+
+	conn, err := pgx.Connect(ctx, dsn)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	require.Equal(t, "x", storage(t, conn, "fixture_kv__events"), "as the fixture was written")
+	st := open(t, dsn, postgres.Options{Table: "fixture_kv"})
+	defer st.Close()
+	for _, name := range []string{"events", "events_pending"} {
+		require.Equal(t, "m", storage(t, conn, "fixture_kv__"+name), "Open keeps %s's rows in the row (PostgreSQL layout 5)", name)
+	}
+	clock := fixedClock(fx.Written.Add(time.Minute))
+	s1, err := switchboard.New(st, &switchboard.Config{Clock: clock})
+	require.NoError(t, err)
+	defer s1.Close()
+	s2, err := switchboard.New(st, &switchboard.Config{Clock: clock}) // a second process, opened before the upgrade
+	require.NoError(t, err)
+	defer s2.Close()
+	layout := func() uint64 {
+		var v uint64
+		require.NoError(t, st.View(ctx, func(tx store.Tx) error {
+			b, err := tx.Get("meta", []byte("schema"))
+			if err == nil {
+				v = binary.BigEndian.Uint64(b)
+			}
+			return err
+		}))
+		return v
+	}
+	// keys returns the length of every event record's key, by how many.
+	keys := func() map[int]int {
+		n := map[int]int{}
+		require.NoError(t, st.View(ctx, func(tx store.Tx) error {
+			return tx.Scan("events", nil, nil, func(k, _ []byte) bool { n[len(k)]++; return true })
+		}))
+		return n
+	}
+	// sequenced creates n todos through s and waits until the last one's
+	// event is in the log.
+	sequenced := func(s *switchboard.Switchboard, n int) {
+		t.Helper()
+		var last switchboard.Todo
+		for range n {
+			last, _, err = s.CreateFor(ctx, fx.Friend, "inbox", switchboard.NewTodo{Kind: "k", Title: "t"})
+			require.NoError(t, err)
+		}
+		require.Eventually(t, func() bool {
+			evs, err := s1.Events(ctx, 0, 10000)
+			require.NoError(t, err)
+			return len(evs) > 0 && evs[len(evs)-1].Todo == last.ID
+		}, 10*time.Second, 10*time.Millisecond)
+	}
+	require.Equal(t, uint64(8), layout(), "New upgrades no layout a previous release cannot read")
+	require.Equal(t, map[int]int{8: len(fx.Events)}, keys())
+	sequenced(s1, 5)
+	require.Equal(t, map[int]int{8: len(fx.Events) + 5}, keys(), "before the upgrade: one event to a record, what the previous release reads")
+
+	require.NoError(t, s1.UpgradeRecords(ctx))
+	require.Equal(t, uint64(9), layout(), "a previous release now refuses the store")
+	sequenced(s2, 5) // whoever sequences: s2 still writes one to a record, s1 blocks
+	_, err = s2.Reap(ctx)
+	require.NoError(t, err)
+	before := keys()
+	sequenced(s1, 20)
+	sequenced(s2, 20)
+	after := keys()
+	require.Equal(t, before[8], after[8], "from every process's Reap on, no event is stored alone")
+	require.Greater(t, after[9], before[9])
+	// Ten events committed together are sequenced in one pass, into one
+	// record.
+	tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.Serializable})
+	require.NoError(t, err)
+	var last switchboard.Todo
+	for range 10 {
+		last, _, err = s1.CreateFor(postgres.WithTx(ctx, tx), fx.Friend, "inbox", switchboard.NewTodo{Kind: "k", Title: "t"})
+		require.NoError(t, err)
+	}
+	require.NoError(t, tx.Commit(ctx))
+	require.Eventually(t, func() bool {
+		evs, err := s1.Events(ctx, 0, 10000)
+		require.NoError(t, err)
+		return len(evs) > 0 && evs[len(evs)-1].Todo == last.ID
+	}, 10*time.Second, 10*time.Millisecond)
+	require.Equal(t, after[9]+1, keys()[9], "ten events, one record")
+
+	// One log across the line.
+	evs, err := s2.Events(ctx, 0, 10000)
+	require.NoError(t, err)
+	require.Len(t, evs, len(fx.Events)+60)
+	require.Equal(t, fx.Events, evs[:len(fx.Events)], "the previous release's events, unchanged")
+	for i, e := range evs {
+		require.Equal(t, uint64(i+1), e.Seq)
+	}
+	sub := s1.Subscribe(ctx, 0, nil)
+	for i := range evs {
+		select {
+		case e := <-sub.C:
+			require.Equal(t, evs[i], e)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("the subscription stopped at %d", i)
+		}
+	}
+	sub.Close()
+	for _, seq := range []uint64{1, uint64(len(fx.Events)), uint64(len(evs))} {
+		p, err := s1.ProveEvent(ctx, seq, 0)
+		require.NoError(t, err, "event %d", seq)
+		require.Equal(t, switchboard.EventLeaf(evs[seq-1]), p.Leaf)
+	}
+	for _, s := range []*switchboard.Switchboard{s1, s2} {
+		rep, err := s.VerifyAudit(ctx)
+		require.NoError(t, err)
+		require.EqualValues(t, len(evs), rep.Events)
+	}
 }
 
 // databaseFromFixture creates a database of its own for the test, loads
@@ -317,4 +454,23 @@ func TestPartitionFillFactors(t *testing.T) {
 		}, 10*time.Second, 10*time.Millisecond, name)
 		require.Equal(t, want, strings.Join(opts, ","), name)
 	}
+	// The audit log's rows are kept in the row, compressed (MAIN); the
+	// others may move to a TOAST table (EXTENDED, the default).
+	require.Eventually(t, func() bool { return storage(t, conn, table+"__events_pending") != "" }, 10*time.Second, 10*time.Millisecond)
+	for name, want := range map[string]string{"events": "m", "events_pending": "m", "todos": "x", "todo_index": "x"} {
+		require.Equal(t, want, storage(t, conn, table+"__"+name), name)
+	}
+}
+
+// storage is the storage of column v of partition rel ("" if there is no
+// such table yet).
+func storage(t *testing.T, conn *pgx.Conn, rel string) string {
+	t.Helper()
+	var s string
+	err := conn.QueryRow(context.Background(), `SELECT attstorage::text FROM pg_attribute WHERE attrelid = to_regclass($1) AND attname = 'v'`, rel).Scan(&s)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return ""
+	}
+	require.NoError(t, err)
+	return s
 }
