@@ -1,6 +1,7 @@
 package switchboard_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/binary"
@@ -644,4 +645,53 @@ func TestTwoSwitchboardsKeepOneTree(t *testing.T) {
 			}
 		}
 	})
+}
+
+// An event is handed out only under the seq it is stored under: a stored
+// leaf naming another seq (one bit of its "seq" changed, in a block or in
+// a record of its own) is a broken log from Events and Subscribe, never
+// an event under another seq. (Found by an attack: Events read the seq
+// from the leaf alone.)
+func TestAnEventIsReadUnderItsOwnSeq(t *testing.T) {
+	for _, b := range backends {
+		for _, single := range []bool{false, true} {
+			t.Run(b.name+map[bool]string{false: "/block", true: "/single"}[single], func(t *testing.T) {
+				st := b.open(t)
+				h := newHarness(t, st)
+				friend, _, _ := queueSetup(t, h)
+				_, _, err := h.sb.CreateFor(ctx, friend, "inbox", sb.NewTodo{Kind: "k"})
+				require.NoError(t, err)
+				evs, err := h.sb.Events(ctx, 0, 1000)
+				require.NoError(t, err)
+				if single {
+					unpackEvents(t, st)
+				}
+				last := evs[len(evs)-1]
+				digits := []byte(`"seq":` + strconv.FormatUint(last.Seq, 10))
+				raw(t, h, func(tx store.Tx) error {
+					var k, v []byte
+					if err := tx.Scan("events", nil, nil, func(kk, vv []byte) bool { k, v = bytes.Clone(kk), bytes.Clone(vv); return true }); err != nil {
+						return err
+					}
+					i := bytes.LastIndex(v, digits)
+					require.GreaterOrEqual(t, i, 0)
+					v[i+len(digits)-1] ^= 1 // one bit of the last digit
+					return tx.Put("events", k, v)
+				})
+				_, err = h.sb.Events(ctx, 0, 1000)
+				require.ErrorIs(t, err, sb.ErrAuditBroken)
+				var ae *sb.AuditError
+				require.ErrorAs(t, err, &ae)
+				require.Equal(t, last.Seq, ae.Seq)
+				require.Contains(t, ae.Reason, "its record names seq")
+
+				sub := h.sb.Subscribe(ctx, 0, nil)
+				defer sub.Close()
+				for e := range sub.C {
+					require.Less(t, e.Seq, last.Seq, "only the events before it")
+				}
+				require.ErrorIs(t, sub.Err(), sb.ErrAuditBroken)
+			})
+		}
+	}
 }

@@ -228,6 +228,22 @@ func validUTF8(s string) string {
 	return b.String()
 }
 
+// storedEvent is the event stored under seq, whose leaf is leaf: the one
+// place a stored leaf becomes an Event for a reader (Events, so
+// subscriptions; VerifyAudit; retention's archive). A leaf that does not
+// decode, or names another seq than the one it is stored under, is an
+// *AuditError naming seq — never an event handed out under another seq.
+func storedEvent(seq uint64, leaf []byte) (Event, error) {
+	e, err := parseLeaf(leaf)
+	if err != nil {
+		return Event{}, &AuditError{Seq: seq, Reason: err.Error()}
+	}
+	if e.Seq != seq {
+		return Event{}, &AuditError{Seq: seq, Reason: fmt.Sprintf("its record names seq %d", e.Seq)}
+	}
+	return e, nil
+}
+
 // parseLeaf decodes a leaf and accepts it only if it is exactly the
 // canonical form of what it decodes to: one spelling per event, so what a
 // proof covers is what the caller reads.

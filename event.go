@@ -228,12 +228,8 @@ func (s *Switchboard) verifyAudit(ctx context.Context, t *txn, opts VerifyOption
 				return rep, &AuditError{Seq: want, Reason: "missing"}
 			}
 			leaf, stored := leaves[i], stores[i]
-			e, err := parseLeaf(leaf)
-			if err != nil {
-				return rep, &AuditError{Seq: want, Reason: err.Error()}
-			}
-			if e.Seq != want {
-				return rep, &AuditError{Seq: want, Reason: fmt.Sprintf("its record names seq %d", e.Seq)}
+			if _, err := storedEvent(want, leaf); err != nil {
+				return rep, err
 			}
 			hashes, err := tlog.StoredHashes(int64(n), leaf, fr)
 			if err != nil {
@@ -346,7 +342,9 @@ func keySeq(k []byte) uint64 {
 
 // Events returns up to limit audit events with Seq greater than after, in
 // order. It is an operator's view of the whole store: hosts must not expose
-// it to agents. A limit of zero or less means 100.
+// it to agents. A limit of zero or less means 100. A stored event that
+// cannot be read, or names another seq than the one it is stored under, is
+// an *AuditError (ErrAuditBroken) naming that seq.
 func (s *Switchboard) Events(ctx context.Context, after uint64, limit int) ([]Event, error) {
 	if limit <= 0 {
 		limit = 100
@@ -357,11 +355,12 @@ func (s *Switchboard) Events(ctx context.Context, after uint64, limit int) ([]Ev
 		// round trip for a subscription's every wake.
 		var derr error
 		err := t.lg.Entries(after+1, limit, func(seq uint64, leaf, _ []byte) bool {
-			// A stored event that cannot be read is a broken log
-			// (ErrAuditBroken), not a failure to read the store.
-			e, err := parseLeaf(leaf)
+			// A stored event that cannot be read, or names another
+			// seq, is a broken log (ErrAuditBroken), not a failure to
+			// read the store.
+			e, err := storedEvent(seq, leaf)
 			if err != nil {
-				derr = &AuditError{Seq: seq, Reason: err.Error()}
+				derr = err
 				return false
 			}
 			out = append(out, e)

@@ -171,7 +171,9 @@ func isEmpty(tx store.Tx) bool {
 // then refuses the store (ErrNewerSchema), as for any newer layout.
 // Processes already running learn of it at their next Reap, and write the
 // older forms until then; every form is read. Nothing already stored is
-// rewritten. A new store starts at layout 9, and upgrading one already
+// rewritten. Inside the caller's transaction (postgres.WithTx) the upgrade
+// commits or rolls back with it, and this process too learns of it at its
+// next Reap. A new store starts at layout 9, and upgrading one already
 // there does nothing.
 func (s *Switchboard) UpgradeRecords(ctx context.Context) error {
 	err := s.st.Update(ctx, func(tx store.Tx) error {
@@ -193,7 +195,12 @@ func (s *Switchboard) UpgradeRecords(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("switchboard: upgrade records: %w", err)
 	}
-	s.setLayout(schemaVersion)
+	if !store.IsInCallersTx(ctx) {
+		// Inside the caller's transaction (postgres.WithTx) nothing has
+		// committed yet: this process learns of the layout, as the
+		// others do, at its next Reap — and not at all if it rolls back.
+		s.setLayout(schemaVersion)
+	}
 	return nil
 }
 

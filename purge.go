@@ -191,7 +191,7 @@ func (s *Switchboard) purgeEvents(ctx context.Context, limit int) (int, error) {
 				return false
 			}
 			var e Event
-			if e, derr = parseLeaf(leaf); derr != nil {
+			if e, derr = storedEvent(seq, leaf); derr != nil {
 				return false
 			}
 			if !e.At.Before(cutoff) {

@@ -398,7 +398,10 @@ func (x *Tx) seek(st *State, seq uint64) (entry, hashes []byte, err error) {
 		x.seeker = s
 	}
 	*s = seeker{visit: s.visit, st: st, seq: seq}
-	err = x.tx.Scan(x.layout.Entries, binary.BigEndian.AppendUint64(s.key[:0], seq), nil, s.visit)
+	err = x.getFirst(s)
+	if err == nil && !s.found && s.bad == nil {
+		err = x.tx.Scan(x.layout.Entries, binary.BigEndian.AppendUint64(s.key[:0], seq), nil, s.visit)
+	}
 	switch {
 	case err != nil:
 	case s.bad != nil && !s.found:
@@ -411,12 +414,36 @@ func (x *Tx) seek(st *State, seq uint64) (entry, hashes []byte, err error) {
 	return entry, hashes, err
 }
 
+// getFirst is seek's first try on a store whose reads are local (no
+// store.ScanPrefetcher), where a Get costs less than a Scan: the record
+// keyed by seq itself — a block ending at it (as each of a transaction's
+// last event is, on bolt) if the log is written Packed, else the entry's
+// own. A miss leaves s as it was, for the Scan.
+func (x *Tx) getFirst(s *seeker) error {
+	if _, remote := x.tx.(store.ScanPrefetcher); remote {
+		return nil // one round trip, the Scan's
+	}
+	k := binary.BigEndian.AppendUint64(s.key[:0], s.seq)
+	if x.Packed {
+		k = append(k, blockTag)
+	}
+	v, err := x.tx.Get(x.layout.Entries, k)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return nil
+	case err != nil:
+		return err
+	}
+	s.visit(k, v)
+	return nil
+}
+
 // seeker is seek's state, kept by a Tx.
 type seeker struct {
 	visit         func(k, v []byte) bool
 	st            *State
 	seq           uint64
-	key           [8]byte
+	key           [9]byte
 	entry, hashes []byte
 	found         bool
 	bad           error

@@ -474,3 +474,103 @@ func storage(t *testing.T, conn *pgx.Conn, rel string) string {
 	require.NoError(t, err)
 	return s
 }
+
+// UpgradeRecords inside the application's transaction (postgres.WithTx)
+// commits or rolls back with it: rolled back, the store stays at layout 8
+// and no process — this one included — writes what a previous release
+// cannot read (audit events several to a record); committed, this process
+// learns of layout 9 at its next Reap, as the others do. (Found by an
+// attack: the process took the upgrade as done when the call returned.)
+func TestUpgradeRecordsInTheCallersTx(t *testing.T) {
+	ctx := context.Background()
+	dsn := testDSN(t)
+	table := freshTable(t, dsn)
+	st := open(t, dsn, postgres.Options{Table: table})
+	t.Cleanup(func() { _ = st.Close() })
+	require.NoError(t, st.Update(ctx, func(tx store.Tx) error {
+		return tx.Put("meta", []byte("schema"), binary.BigEndian.AppendUint64(nil, 8))
+	}))
+	iss, err := switchboardtest.NewIssuer("multi-process")
+	require.NoError(t, err)
+	t.Cleanup(iss.Close)
+	sb, err := switchboard.New(st, &switchboard.Config{Issuers: []switchboard.Issuer{iss.Config()}})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = sb.Close() })
+	for _, p := range [][2]string{{"alice", "alice-bot"}, {"bob", "bob-desk"}} {
+		_, err := sb.Publish(ctx, switchboard.Persona{ID: p[1], Owner: iss.Human(p[0]), Discoverable: true,
+			Card: switchboard.PersonaCard(switchboard.CardFields{Name: p[1], Description: "test persona", Version: "1.0", URL: "https://example.test/" + p[1]})})
+		require.NoError(t, err)
+	}
+	d := &deployment{t: t, st: st, sb: sb, iss: iss, bob: iss.Human("bob"), alice: iss.Human("alice")}
+	_, friend, _ := d.friend()
+	sequenced(t, sb, st)
+
+	layout := func() uint64 {
+		var v uint64
+		require.NoError(t, st.View(ctx, func(tx store.Tx) error {
+			b, err := tx.Get("meta", []byte("schema"))
+			if err == nil {
+				v = binary.BigEndian.Uint64(b)
+			}
+			return err
+		}))
+		return v
+	}
+	blocks := func() int {
+		n := 0
+		require.NoError(t, st.View(ctx, func(tx store.Tx) error {
+			return tx.Scan("events", nil, nil, func(k, _ []byte) bool {
+				if len(k) != 8 {
+					n++
+				}
+				return true
+			})
+		}))
+		return n
+	}
+	require.Equal(t, uint64(8), layout())
+	require.Zero(t, blocks())
+
+	conn, err := pgx.Connect(ctx, dsn)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.Serializable})
+	require.NoError(t, err)
+	require.NoError(t, sb.UpgradeRecords(postgres.WithTx(ctx, tx)))
+	require.NoError(t, tx.Rollback(ctx))
+	require.Equal(t, uint64(8), layout(), "the upgrade rolled back with the application's transaction")
+
+	// Ten events committed together: one sequencing pass.
+	tx, err = conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.Serializable})
+	require.NoError(t, err)
+	for range 10 {
+		_, _, err = sb.CreateFor(postgres.WithTx(ctx, tx), friend, "inbox", switchboard.NewTodo{Kind: "k"})
+		require.NoError(t, err)
+	}
+	require.NoError(t, tx.Commit(ctx))
+	sequenced(t, sb, st)
+	time.Sleep(10 * time.Millisecond)
+	require.Equal(t, uint64(8), layout())
+	require.Zero(t, blocks(), "a store at layout 8 holds only records the previous release reads")
+
+	// Committed: the store is at 9; this process writes blocks from its
+	// next Reap.
+	tx, err = conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.Serializable})
+	require.NoError(t, err)
+	require.NoError(t, sb.UpgradeRecords(postgres.WithTx(ctx, tx)))
+	require.NoError(t, tx.Commit(ctx))
+	require.Equal(t, uint64(9), layout())
+	_, err = sb.Reap(ctx)
+	require.NoError(t, err)
+	tx, err = conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.Serializable})
+	require.NoError(t, err)
+	for range 10 {
+		_, _, err = sb.CreateFor(postgres.WithTx(ctx, tx), friend, "inbox", switchboard.NewTodo{Kind: "k"})
+		require.NoError(t, err)
+	}
+	require.NoError(t, tx.Commit(ctx))
+	sequenced(t, sb, st)
+	require.Equal(t, 1, blocks(), "ten events committed together: one record")
+	_, err = sb.VerifyAudit(ctx)
+	require.NoError(t, err)
+}
