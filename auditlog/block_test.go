@@ -11,7 +11,6 @@ import (
 
 	"github.com/switchboardhq/switchboard/auditlog"
 	"github.com/switchboardhq/switchboard/store"
-	"github.com/switchboardhq/switchboard/store/bolt"
 	"github.com/switchboardhq/switchboard/store/memory"
 )
 
@@ -87,18 +86,11 @@ func readAll(t *testing.T, st store.Store, size uint64, purged uint64) {
 // record do, in one log with both forms; Purge to the middle of a block
 // keeps its later entries.
 func TestBlocks(t *testing.T) {
-	for name, open := range map[string]func(t *testing.T) store.Store{
-		"memory": func(*testing.T) store.Store { return memory.New() },
-		"bolt": func(t *testing.T) store.Store {
-			st, err := bolt.Open(t.TempDir()+"/log.db", nil)
-			require.NoError(t, err)
-			t.Cleanup(func() { st.Close() })
-			return st
-		},
-	} {
+	for name, open := range stores {
 		t.Run(name, func(t *testing.T) {
 			for _, cached := range []bool{false, true} {
 				st := open(t)
+				defer st.Close()
 				var c *auditlog.Cache
 				if cached {
 					c = &auditlog.Cache{}

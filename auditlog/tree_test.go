@@ -16,6 +16,17 @@ import (
 
 var layout = auditlog.Layout{Entries: "entries", Hashes: "hashes", Pending: "pending", Meta: "meta", StateKey: "log"}
 
+// stores open an empty store of each kind the log is tested on; the
+// caller closes it.
+var stores = map[string]func(t *testing.T) store.Store{
+	"memory": func(*testing.T) store.Store { return memory.New() },
+	"bolt": func(t *testing.T) store.Store {
+		st, err := bolt.Open(t.TempDir()+"/log.db", nil)
+		require.NoError(t, err)
+		return st
+	},
+}
+
 // appendEntries appends n entries "entry <i>" in one transaction, one to
 // a record.
 func appendEntries(t *testing.T, st store.Store, n int, c *auditlog.Cache) {
@@ -62,14 +73,7 @@ func size(t *testing.T, st store.Store) uint64 {
 // or without; and Purge keeps exactly what proofs from the purge point on
 // still read.
 func TestTreeInAStore(t *testing.T) {
-	for name, open := range map[string]func(t *testing.T) store.Store{
-		"memory": func(*testing.T) store.Store { return memory.New() },
-		"bolt": func(t *testing.T) store.Store {
-			st, err := bolt.Open(t.TempDir()+"/log.db", nil)
-			require.NoError(t, err)
-			return st
-		},
-	} {
+	for name, open := range stores {
 		t.Run(name, func(t *testing.T) {
 			for _, cached := range []bool{false, true} {
 				st := open(t)

@@ -117,17 +117,7 @@ func (c fixedClock) After(d time.Duration) <-chan time.Time { return time.After(
 // forms are read throughout.
 func TestUpgradeFromLayout7(t *testing.T) {
 	ctx := context.Background()
-	dsn := databaseFromFixture(t, filepath.Join("testdata", "layout7.sql"))
-	var fx struct {
-		Written time.Time              `json:"written"`
-		Friend  switchboard.Credential `json:"friend"`
-		Worker  switchboard.Credential `json:"worker"`
-		Lease   switchboard.Lease      `json:"lease"`
-		Events  []switchboard.Event    `json:"events"`
-	}
-	b, err := os.ReadFile(filepath.Join("testdata", "layout7.json"))
-	require.NoError(t, err)
-	require.NoError(t, json.Unmarshal(b, &fx))
+	dsn, fx := loadRelease(t, "layout7")
 
 	conn, err := pgx.Connect(ctx, dsn)
 	require.NoError(t, err)
@@ -153,17 +143,7 @@ func TestUpgradeFromLayout7(t *testing.T) {
 	s2, err := switchboard.New(st, cfg) // a second process, opened before the upgrade
 	require.NoError(t, err)
 	defer s2.Close()
-	layout := func() uint64 {
-		var v uint64
-		require.NoError(t, st.View(ctx, func(tx store.Tx) error {
-			b, err := tx.Get("meta", []byte("schema"))
-			if err == nil {
-				v = binary.BigEndian.Uint64(b)
-			}
-			return err
-		}))
-		return v
-	}
+	layout := func() uint64 { return schemaLayout(t, st) }
 	format := func(id string) byte {
 		var f byte
 		require.NoError(t, st.View(ctx, func(tx store.Tx) error {
@@ -257,17 +237,7 @@ func TestUpgradeFromLayout7(t *testing.T) {
 // VerifyAudit read across the line.
 func TestUpgradeFromLayout8(t *testing.T) {
 	ctx := context.Background()
-	dsn := databaseFromFixture(t, filepath.Join("testdata", "layout8.sql"))
-	var fx struct {
-		Written time.Time              `json:"written"`
-		Friend  switchboard.Credential `json:"friend"`
-		Worker  switchboard.Credential `json:"worker"`
-		Lease   switchboard.Lease      `json:"lease"`
-		Events  []switchboard.Event    `json:"events"`
-	}
-	b, err := os.ReadFile(filepath.Join("testdata", "layout8.json"))
-	require.NoError(t, err)
-	require.NoError(t, json.Unmarshal(b, &fx))
+	dsn, fx := loadRelease(t, "layout8")
 
 	conn, err := pgx.Connect(ctx, dsn)
 	require.NoError(t, err)
@@ -285,17 +255,7 @@ func TestUpgradeFromLayout8(t *testing.T) {
 	s2, err := switchboard.New(st, &switchboard.Config{Clock: clock}) // a second process, opened before the upgrade
 	require.NoError(t, err)
 	defer s2.Close()
-	layout := func() uint64 {
-		var v uint64
-		require.NoError(t, st.View(ctx, func(tx store.Tx) error {
-			b, err := tx.Get("meta", []byte("schema"))
-			if err == nil {
-				v = binary.BigEndian.Uint64(b)
-			}
-			return err
-		}))
-		return v
-	}
+	layout := func() uint64 { return schemaLayout(t, st) }
 	// keys returns the length of every event record's key, by how many.
 	keys := func() map[int]int {
 		n := map[int]int{}
@@ -380,6 +340,44 @@ func TestUpgradeFromLayout8(t *testing.T) {
 		require.NoError(t, err)
 		require.EqualValues(t, len(evs), rep.Events)
 	}
+}
+
+// release is what a fixture's generator (testdata/layoutN.gen.go.txt)
+// wrote beside its dump: the clock it ran at, a friend's and a worker's
+// credentials, a lease it left held, and the audit events.
+type release struct {
+	Written time.Time              `json:"written"`
+	Friend  switchboard.Credential `json:"friend"`
+	Worker  switchboard.Credential `json:"worker"`
+	Lease   switchboard.Lease      `json:"lease"`
+	Events  []switchboard.Event    `json:"events"`
+}
+
+// loadRelease loads testdata/<name>.sql into a database of its own and
+// reads testdata/<name>.json: the database's DSN, and what the release
+// wrote.
+func loadRelease(t *testing.T, name string) (string, release) {
+	t.Helper()
+	dsn := databaseFromFixture(t, filepath.Join("testdata", name+".sql"))
+	var fx release
+	b, err := os.ReadFile(filepath.Join("testdata", name+".json"))
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(b, &fx))
+	return dsn, fx
+}
+
+// schemaLayout is the switchboard layout st is at.
+func schemaLayout(t *testing.T, st store.Store) uint64 {
+	t.Helper()
+	var v uint64
+	require.NoError(t, st.View(context.Background(), func(tx store.Tx) error {
+		b, err := tx.Get("meta", []byte("schema"))
+		if err == nil {
+			v = binary.BigEndian.Uint64(b)
+		}
+		return err
+	}))
+	return v
 }
 
 // databaseFromFixture creates a database of its own for the test, loads
@@ -505,17 +503,7 @@ func TestUpgradeRecordsInTheCallersTx(t *testing.T) {
 	_, friend, _ := d.friend()
 	sequenced(t, sb, st)
 
-	layout := func() uint64 {
-		var v uint64
-		require.NoError(t, st.View(ctx, func(tx store.Tx) error {
-			b, err := tx.Get("meta", []byte("schema"))
-			if err == nil {
-				v = binary.BigEndian.Uint64(b)
-			}
-			return err
-		}))
-		return v
-	}
+	layout := func() uint64 { return schemaLayout(t, st) }
 	blocks := func() int {
 		n := 0
 		require.NoError(t, st.View(ctx, func(tx store.Tx) error {
