@@ -86,52 +86,42 @@ func readAll(t *testing.T, st store.Store, size uint64, purged uint64) {
 // record do, in one log with both forms; Purge to the middle of a block
 // keeps its later entries.
 func TestBlocks(t *testing.T) {
-	for name, open := range stores {
-		t.Run(name, func(t *testing.T) {
-			for _, cached := range []bool{false, true} {
-				st := open(t)
-				defer st.Close()
-				var c *auditlog.Cache
-				if cached {
-					c = &auditlog.Cache{}
-				}
-				appendAs(t, st, 10, c, false) // 1-10, one to a record (an older store)
-				appendAs(t, st, 150, c, true) // 11-160: 64, 64, 22
-				appendAs(t, st, 1, c, true)   // 161: a block of one
-				appendAs(t, st, 5, c, false)  // 162-166
-				keys := records(t, st)
-				require.Len(t, keys, 10+3+1+5)
-				require.Equal(t, blockKey(74), keys[10])
-				require.Equal(t, blockKey(138), keys[11])
-				require.Equal(t, blockKey(160), keys[12])
-				require.Equal(t, blockKey(161), keys[13])
-				readAll(t, st, 166, 0)
+	eachStore(t, func(t *testing.T, st store.Store, c *auditlog.Cache) {
+		appendAs(t, st, 10, c, false) // 1-10, one to a record (an older store)
+		appendAs(t, st, 150, c, true) // 11-160: 64, 64, 22
+		appendAs(t, st, 1, c, true)   // 161: a block of one
+		appendAs(t, st, 5, c, false)  // 162-166
+		keys := records(t, st)
+		require.Len(t, keys, 10+3+1+5)
+		require.Equal(t, blockKey(74), keys[10])
+		require.Equal(t, blockKey(138), keys[11])
+		require.Equal(t, blockKey(160), keys[12])
+		require.Equal(t, blockKey(161), keys[13])
+		readAll(t, st, 166, 0)
 
-				// Purge into the middle of a block: it keeps 101-138.
-				require.NoError(t, st.Update(context.Background(), func(tx store.Tx) error {
-					x := layout.In(tx, nil)
-					return x.Purge(100)
-				}))
-				keys = records(t, st)
-				require.Equal(t, blockKey(138), keys[0], "the records before it are gone")
-				readAll(t, st, 166, 100)
-				// To a block's end, and past the singles after the blocks.
-				require.NoError(t, st.Update(context.Background(), func(tx store.Tx) error {
-					x := layout.In(tx, nil)
-					return x.Purge(138)
-				}))
-				require.Equal(t, blockKey(160), records(t, st)[0])
-				readAll(t, st, 166, 138)
-				require.NoError(t, st.Update(context.Background(), func(tx store.Tx) error {
-					x := layout.In(tx, nil)
-					return x.Purge(163)
-				}))
-				readAll(t, st, 166, 163)
-				appendAs(t, st, 70, c, true) // the tree grows on after a purge
-				readAll(t, st, 236, 163)
-			}
-		})
-	}
+		// Purge into the middle of a block: it keeps 101-138.
+		require.NoError(t, st.Update(context.Background(), func(tx store.Tx) error {
+			x := layout.In(tx, nil)
+			return x.Purge(100)
+		}))
+		keys = records(t, st)
+		require.Equal(t, blockKey(138), keys[0], "the records before it are gone")
+		readAll(t, st, 166, 100)
+		// To a block's end, and past the singles after the blocks.
+		require.NoError(t, st.Update(context.Background(), func(tx store.Tx) error {
+			x := layout.In(tx, nil)
+			return x.Purge(138)
+		}))
+		require.Equal(t, blockKey(160), records(t, st)[0])
+		readAll(t, st, 166, 138)
+		require.NoError(t, st.Update(context.Background(), func(tx store.Tx) error {
+			x := layout.In(tx, nil)
+			return x.Purge(163)
+		}))
+		readAll(t, st, 166, 163)
+		appendAs(t, st, 70, c, true) // the tree grows on after a purge
+		readAll(t, st, 236, 163)
+	})
 }
 
 // A block is held to its form: a record that cannot be read whole is an

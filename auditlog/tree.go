@@ -294,7 +294,7 @@ func decodeRecord(st *State, k, v []byte, fn func(seq uint64, entry, hashes []by
 		return fn(seq, entry, hashes), nil
 	case len(k) == 9 && k[8] == blockTag:
 	default:
-		return false, &AuditError{Seq: keySeq(k[:min(len(k), 8)]), Reason: fmt.Sprintf("an event record is stored under a key of %d bytes", len(k))}
+		return false, &AuditError{Seq: recordLast(k), Reason: fmt.Sprintf("an event record is stored under a key of %d bytes", len(k))}
 	}
 	last := binary.BigEndian.Uint64(k)
 	count, w := binary.Uvarint(v)
@@ -330,10 +330,14 @@ func decodeRecord(st *State, k, v []byte, fn func(seq uint64, entry, hashes []by
 	return true, nil
 }
 
+// recordLast is the seq of the last entry the record under k holds: the
+// key's first 8 bytes, in either form.
+func recordLast(k []byte) uint64 { return keySeq(k[:min(len(k), 8)]) }
+
 // recordFirst is the seq of the first entry the record under k holds
 // (without reading it whole).
 func recordFirst(k, v []byte) uint64 {
-	last := keySeq(k[:min(len(k), 8)])
+	last := recordLast(k)
 	if len(k) == 9 {
 		if count, w := binary.Uvarint(v); w > 0 && count > 0 && count <= last {
 			return last - count + 1
@@ -350,7 +354,7 @@ func (x *Tx) scan(st *State, from uint64, end []byte, fn func(seq uint64, entry,
 	var prev uint64 // the last seq read: records never overlap
 	err := x.tx.Scan(x.layout.Entries, be64(from), end, func(k, v []byte) bool {
 		if f := recordFirst(k, v); f <= prev {
-			bad = &AuditError{Seq: f, Reason: fmt.Sprintf("event %d is stored twice (a record of events %d to %d follows one up to %d)", f, f, keySeq(k[:min(len(k), 8)]), prev)}
+			bad = &AuditError{Seq: f, Reason: fmt.Sprintf("event %d is stored twice (a record of events %d to %d follows one up to %d)", f, f, recordLast(k), prev)}
 			return false
 		}
 		more, err := decodeRecord(st, k, v, func(seq uint64, entry, hashes []byte) bool {
@@ -647,7 +651,7 @@ func (x *Tx) Purge(to uint64) error {
 		if recordFirst(k, v) >= cut {
 			return false
 		}
-		if keySeq(k[:min(len(k), 8)]) < cut {
+		if recordLast(k) < cut {
 			gone = append(gone, bytes.Clone(k))
 			return true
 		}

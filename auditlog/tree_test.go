@@ -27,6 +27,24 @@ var stores = map[string]func(t *testing.T) store.Store{
 	},
 }
 
+// eachStore runs fn on an empty store of each kind, with a Cache and
+// without.
+func eachStore(t *testing.T, fn func(t *testing.T, st store.Store, c *auditlog.Cache)) {
+	for name, open := range stores {
+		t.Run(name, func(t *testing.T) {
+			for _, cached := range []bool{false, true} {
+				st := open(t)
+				var c *auditlog.Cache
+				if cached {
+					c = &auditlog.Cache{}
+				}
+				fn(t, st, c)
+				require.NoError(t, st.Close())
+			}
+		})
+	}
+}
+
 // appendEntries appends n entries "entry <i>" in one transaction, one to
 // a record.
 func appendEntries(t *testing.T, st store.Store, n int, c *auditlog.Cache) {
@@ -73,86 +91,76 @@ func size(t *testing.T, st store.Store) uint64 {
 // or without; and Purge keeps exactly what proofs from the purge point on
 // still read.
 func TestTreeInAStore(t *testing.T) {
-	for name, open := range stores {
-		t.Run(name, func(t *testing.T) {
-			for _, cached := range []bool{false, true} {
-				st := open(t)
-				defer st.Close()
-				var c *auditlog.Cache
-				if cached {
-					c = &auditlog.Cache{}
-				}
-				want, _ := tree(t, 45)
-				for _, n := range []int{1, 2, 5, 8, 29} { // 45 in all
-					appendEntries(t, st, n, c)
-				}
-				require.EqualValues(t, 45, size(t, st))
-				read := func(fn func(tx store.Tx, x *auditlog.Tx)) {
-					require.NoError(t, st.View(context.Background(), func(tx store.Tx) error {
-						x := layout.In(tx, nil)
-						fn(tx, &x)
-						return nil
-					}))
-				}
-				read(func(tx store.Tx, x *auditlog.Tx) {
-					for n := uint64(1); n <= 45; n++ {
-						got, err := auditlog.TreeHash(n, x)
-						require.NoError(t, err)
-						exp, err := auditlog.TreeHash(n, want)
-						require.NoError(t, err)
-						require.Equal(t, exp, got, "root at %d", n)
-					}
-					v, err := tx.Get("entries", []byte{0, 0, 0, 0, 0, 0, 0, 8})
-					require.NoError(t, err)
-					e, hs, err := auditlog.SplitEntry(7, v)
-					require.NoError(t, err)
-					require.Equal(t, "entry 7", string(e))
-					require.Len(t, hs, auditlog.LeafHashes(7)*tlog.HashSize)
-					require.Equal(t, 4, auditlog.LeafHashes(7), "leaf 7 completes three subtrees")
-				})
-
-				// Purge the first 21: proofs from 21 on still build, the
-				// purged leaves' inner hashes are gone.
-				require.NoError(t, st.Update(context.Background(), func(tx store.Tx) error {
-					x := layout.In(tx, nil)
-					return x.Purge(21)
-				}))
-				read(func(tx store.Tx, x *auditlog.Tx) {
-					s, err := x.State()
-					require.NoError(t, err)
-					require.EqualValues(t, 21, s.Purged)
-					for _, old := range []int64{21, 30, 44} {
-						got, err := tlog.ProveTree(45, old, x)
-						require.NoError(t, err, "consistency %d → 45", old)
-						exp, err := tlog.ProveTree(45, old, want)
-						require.NoError(t, err)
-						require.Equal(t, exp, got)
-					}
-					for _, leaf := range []int64{21, 33, 44} {
-						got, err := tlog.ProveRecord(45, leaf, x)
-						require.NoError(t, err, "inclusion of %d", leaf)
-						exp, err := tlog.ProveRecord(45, leaf, want)
-						require.NoError(t, err)
-						require.Equal(t, exp, got)
-					}
-					_, err = tlog.ProveRecord(45, 3, x)
-					require.ErrorIs(t, err, auditlog.ErrHashGone, "a purged leaf's proof")
-					_, err = tx.Get("entries", []byte{0, 0, 0, 0, 0, 0, 0, 21})
-					require.ErrorIs(t, err, store.ErrNotFound, "entry 20's record is purged")
-				})
-				// The tree grows on after a purge, through a cache or not.
-				appendEntries(t, st, 3, c)
-				want, _ = tree(t, 48)
-				read(func(tx store.Tx, x *auditlog.Tx) {
-					got, err := auditlog.TreeHash(48, x)
-					require.NoError(t, err)
-					exp, err := auditlog.TreeHash(48, want)
-					require.NoError(t, err)
-					require.Equal(t, exp, got)
-				})
+	eachStore(t, func(t *testing.T, st store.Store, c *auditlog.Cache) {
+		want, _ := tree(t, 45)
+		for _, n := range []int{1, 2, 5, 8, 29} { // 45 in all
+			appendEntries(t, st, n, c)
+		}
+		require.EqualValues(t, 45, size(t, st))
+		read := func(fn func(tx store.Tx, x *auditlog.Tx)) {
+			require.NoError(t, st.View(context.Background(), func(tx store.Tx) error {
+				x := layout.In(tx, nil)
+				fn(tx, &x)
+				return nil
+			}))
+		}
+		read(func(tx store.Tx, x *auditlog.Tx) {
+			for n := uint64(1); n <= 45; n++ {
+				got, err := auditlog.TreeHash(n, x)
+				require.NoError(t, err)
+				exp, err := auditlog.TreeHash(n, want)
+				require.NoError(t, err)
+				require.Equal(t, exp, got, "root at %d", n)
 			}
+			v, err := tx.Get("entries", []byte{0, 0, 0, 0, 0, 0, 0, 8})
+			require.NoError(t, err)
+			e, hs, err := auditlog.SplitEntry(7, v)
+			require.NoError(t, err)
+			require.Equal(t, "entry 7", string(e))
+			require.Len(t, hs, auditlog.LeafHashes(7)*tlog.HashSize)
+			require.Equal(t, 4, auditlog.LeafHashes(7), "leaf 7 completes three subtrees")
 		})
-	}
+
+		// Purge the first 21: proofs from 21 on still build, the
+		// purged leaves' inner hashes are gone.
+		require.NoError(t, st.Update(context.Background(), func(tx store.Tx) error {
+			x := layout.In(tx, nil)
+			return x.Purge(21)
+		}))
+		read(func(tx store.Tx, x *auditlog.Tx) {
+			s, err := x.State()
+			require.NoError(t, err)
+			require.EqualValues(t, 21, s.Purged)
+			for _, old := range []int64{21, 30, 44} {
+				got, err := tlog.ProveTree(45, old, x)
+				require.NoError(t, err, "consistency %d → 45", old)
+				exp, err := tlog.ProveTree(45, old, want)
+				require.NoError(t, err)
+				require.Equal(t, exp, got)
+			}
+			for _, leaf := range []int64{21, 33, 44} {
+				got, err := tlog.ProveRecord(45, leaf, x)
+				require.NoError(t, err, "inclusion of %d", leaf)
+				exp, err := tlog.ProveRecord(45, leaf, want)
+				require.NoError(t, err)
+				require.Equal(t, exp, got)
+			}
+			_, err = tlog.ProveRecord(45, 3, x)
+			require.ErrorIs(t, err, auditlog.ErrHashGone, "a purged leaf's proof")
+			_, err = tx.Get("entries", []byte{0, 0, 0, 0, 0, 0, 0, 21})
+			require.ErrorIs(t, err, store.ErrNotFound, "entry 20's record is purged")
+		})
+		// The tree grows on after a purge, through a cache or not.
+		appendEntries(t, st, 3, c)
+		want, _ = tree(t, 48)
+		read(func(tx store.Tx, x *auditlog.Tx) {
+			got, err := auditlog.TreeHash(48, x)
+			require.NoError(t, err)
+			exp, err := auditlog.TreeHash(48, want)
+			require.NoError(t, err)
+			require.Equal(t, exp, got)
+		})
+	})
 }
 
 // A pending row holds entries in order, and a bad one is an error, not a

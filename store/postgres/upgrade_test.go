@@ -297,14 +297,7 @@ func TestUpgradeFromLayout8(t *testing.T) {
 	require.Greater(t, after[9], before[9])
 	// Ten events committed together are sequenced in one pass, into one
 	// record.
-	tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.Serializable})
-	require.NoError(t, err)
-	var last switchboard.Todo
-	for range 10 {
-		last, _, err = s1.CreateFor(postgres.WithTx(ctx, tx), fx.Friend, "inbox", switchboard.NewTodo{Kind: "k", Title: "t"})
-		require.NoError(t, err)
-	}
-	require.NoError(t, tx.Commit(ctx))
+	last := createTogether(t, conn, s1, fx.Friend, 10)
 	require.Eventually(t, func() bool {
 		evs, err := s1.Events(ctx, 0, 10000)
 		require.NoError(t, err)
@@ -378,6 +371,23 @@ func schemaLayout(t *testing.T, st store.Store) uint64 {
 		return err
 	}))
 	return v
+}
+
+// createTogether creates n todos through s in one transaction of the
+// application's (postgres.WithTx), committed: their events are pending
+// in one row, for one sequencing pass. It returns the last todo.
+func createTogether(t *testing.T, conn *pgx.Conn, s *switchboard.Switchboard, friend switchboard.Credential, n int) switchboard.Todo {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.Serializable})
+	require.NoError(t, err)
+	var last switchboard.Todo
+	for range n {
+		last, _, err = s.CreateFor(postgres.WithTx(ctx, tx), friend, "inbox", switchboard.NewTodo{Kind: "k", Title: "t"})
+		require.NoError(t, err)
+	}
+	require.NoError(t, tx.Commit(ctx))
+	return last
 }
 
 // databaseFromFixture creates a database of its own for the test, loads
@@ -529,13 +539,7 @@ func TestUpgradeRecordsInTheCallersTx(t *testing.T) {
 	require.Equal(t, uint64(8), layout(), "the upgrade rolled back with the application's transaction")
 
 	// Ten events committed together: one sequencing pass.
-	tx, err = conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.Serializable})
-	require.NoError(t, err)
-	for range 10 {
-		_, _, err = sb.CreateFor(postgres.WithTx(ctx, tx), friend, "inbox", switchboard.NewTodo{Kind: "k"})
-		require.NoError(t, err)
-	}
-	require.NoError(t, tx.Commit(ctx))
+	createTogether(t, conn, sb, friend, 10)
 	sequenced(t, sb, st)
 	time.Sleep(10 * time.Millisecond)
 	require.Equal(t, uint64(8), layout())
@@ -550,13 +554,7 @@ func TestUpgradeRecordsInTheCallersTx(t *testing.T) {
 	require.Equal(t, uint64(9), layout())
 	_, err = sb.Reap(ctx)
 	require.NoError(t, err)
-	tx, err = conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.Serializable})
-	require.NoError(t, err)
-	for range 10 {
-		_, _, err = sb.CreateFor(postgres.WithTx(ctx, tx), friend, "inbox", switchboard.NewTodo{Kind: "k"})
-		require.NoError(t, err)
-	}
-	require.NoError(t, tx.Commit(ctx))
+	createTogether(t, conn, sb, friend, 10)
 	sequenced(t, sb, st)
 	require.Equal(t, 1, blocks(), "ten events committed together: one record")
 	_, err = sb.VerifyAudit(ctx)
