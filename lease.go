@@ -595,6 +595,10 @@ func (s *Switchboard) complete(ctx context.Context, c Auth, l Lease, result []by
 	update := s.update
 	if n > 0 {
 		update = s.updateLocked // it claims: see claimIn
+		// The todo is the first row it locks (todoLocked): a store
+		// may lock it with the transaction's first read, and a
+		// group-commit batch's todos with one statement.
+		ctx = store.LockFirst(ctx, tTodos, []byte(l.TodoID))
 	}
 	var st struct {
 		next  []Claimed

@@ -307,6 +307,67 @@ func Alone(ctx context.Context) context.Context { return context.WithValue(ctx, 
 // IsAlone reports whether ctx was marked by Alone.
 func IsAlone(ctx context.Context) bool { v, _ := ctx.Value(aloneKey{}).(bool); return v }
 
+// LockedFirst is a row an UpdateLocked function locks first (LockFirst).
+type LockedFirst struct {
+	Table string
+	Key   []byte
+}
+
+type lockFirstKey struct{}
+
+// LockFirst returns ctx marked with a row the function of an UpdateLocked
+// call made with it locks (Locker.GetLocked) before it decides on
+// anything — switchboard's CompleteAndClaim, which locks the todo it
+// completes. A store whose reads are round trips may then lock the row
+// with its transaction's first read (AheadLocker), and with one statement
+// the rows of every function a group-commit batch runs, rather than with a
+// round trip per function. It moves a lock earlier and changes no result:
+// the function still calls GetLocked, which returns the row as that lock
+// found it. The row is locked before the function runs, so before it has
+// checked anything of its caller's: a store holds it only for the
+// transaction. Stores may ignore the mark; a Locker that is no
+// AheadLocker does.
+func LockFirst(ctx context.Context, table string, key []byte) context.Context {
+	rows, _ := ctx.Value(lockFirstKey{}).([]LockedFirst)
+	rows = append(rows[:len(rows):len(rows)], LockedFirst{Table: table, Key: key})
+	return context.WithValue(ctx, lockFirstKey{}, rows)
+}
+
+// LocksFirst returns the rows ctx was marked with by LockFirst.
+func LocksFirst(ctx context.Context) []LockedFirst {
+	rows, _ := ctx.Value(lockFirstKey{}).([]LockedFirst)
+	return rows
+}
+
+// LockMarked locks ahead (AheadLocker), on tx, the rows each live context
+// of ctxs was marked with by LockFirst, with one LockAhead per table. A tx
+// that is no AheadLocker locks nothing.
+func LockMarked(tx Tx, ctxs ...context.Context) error {
+	al, ok := tx.(AheadLocker)
+	if !ok {
+		return nil
+	}
+	var tables []string
+	keys := map[string][][]byte{}
+	for _, ctx := range ctxs {
+		if ctx.Err() != nil {
+			continue // its function will not run
+		}
+		for _, r := range LocksFirst(ctx) {
+			if _, ok := keys[r.Table]; !ok {
+				tables = append(tables, r.Table)
+			}
+			keys[r.Table] = append(keys[r.Table], r.Key)
+		}
+	}
+	for _, t := range tables {
+		if err := al.LockAhead(t, keys[t]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 type callersTxKey struct{}
 
 // InCallersTx returns ctx marked as running inside a transaction of the

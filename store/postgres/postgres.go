@@ -179,6 +179,7 @@ type Store struct {
 	commits    atomic.Uint64
 	retries    atomic.Uint64
 	updates    atomic.Uint64
+	trips      atomic.Uint64
 	channel    string
 	listenStop context.CancelFunc
 	listenDone chan struct{}
@@ -413,11 +414,17 @@ type Stats struct {
 	Retries uint64
 	// Updates is how many Update calls returned (grouped into Commits).
 	Updates uint64
+	// RoundTrips is how many times a transaction (a View's, an
+	// Update's, an UpdateLocked's) sent statements to the server and
+	// waited for the answer: each read not answered from what the
+	// transaction read already, and each commit. A View's ROLLBACK,
+	// which nobody waits for, is not counted.
+	RoundTrips uint64
 }
 
 // Stats returns the counts so far.
 func (s *Store) Stats() Stats {
-	return Stats{Commits: s.commits.Load(), Retries: s.retries.Load(), Updates: s.updates.Load()}
+	return Stats{Commits: s.commits.Load(), Retries: s.retries.Load(), Updates: s.updates.Load(), RoundTrips: s.trips.Load()}
 }
 
 // View runs fn in a read-only transaction over one snapshot.
@@ -500,7 +507,12 @@ func (s *Store) UpdateLocked(ctx context.Context, fn func(store.Tx) error) error
 		return s.inTx(ctx, tx, fn, true)
 	}
 	if s.opts.CommitEachUpdate || store.IsAlone(ctx) {
-		return s.txn(ctx, fn, s.lockedIso())
+		return s.txn(ctx, func(tx store.Tx) error {
+			if err := store.LockMarked(tx, ctx); err != nil {
+				return err
+			}
+			return fn(tx)
+		}, s.lockedIso())
 	}
 	return s.locked.Update(ctx, fn)
 }
@@ -700,6 +712,7 @@ func (s *Store) once(ctx context.Context, fn func(store.Tx) error, iso isolation
 		b.Queue(notifySQL, s.channel, c.notes)
 	}
 	if b.Len() > 0 {
+		s.trips.Add(1)
 		if err := sendCommit(run, conn, &b, committed); err != nil {
 			if rd.begin == "" && commitMayHaveRun(err) {
 				return fmt.Errorf("postgres: update: %w: %w", ErrCommitUnknown, err)
@@ -805,6 +818,7 @@ func (s *Store) inTx(ctx context.Context, tx pgx.Tx, fn func(store.Tx) error, lo
 		b.Queue(notifySQL, s.channel, c.notes)
 	}
 	if b.Len() > 0 {
+		s.trips.Add(1)
 		if err := sendCommit(ctx, tx.Conn(), &b, b.Len()); err != nil {
 			return fmt.Errorf("postgres: update: %w", err)
 		}
@@ -1050,6 +1064,9 @@ type reader struct {
 	ahead      map[string]*aheadRange
 	lockedGets map[string][]byte
 	queued     []queuedRead
+	// lockQueued holds the keys (as in gets) LockAhead queued whose rows
+	// have not arrived yet.
+	lockQueued map[string]bool
 }
 
 // aheadRange is a range PrefetchScan announced: up to limit rows of table
@@ -1087,6 +1104,7 @@ func (r *reader) query(sql string, args ...any) (rows pgx.Rows, end func() error
 	if sql == "" && r.begin == "" && len(r.queued) == 0 {
 		return nil, none, nil // nothing to send
 	}
+	r.s.trips.Add(1)
 	if r.begin == "" && len(r.queued) == 0 {
 		rows, err = r.conn.Query(r.ctx, sql, args...)
 		return rows, none, err
@@ -1331,7 +1349,8 @@ func (r *reader) LockAhead(table string, keys [][]byte) error {
 	}
 	var want [][]byte
 	for _, k := range keys {
-		if _, ok := r.lockedGets[table+"\x00"+string(k)]; !ok {
+		mk := table + "\x00" + string(k)
+		if _, ok := r.lockedGets[mk]; !ok && !r.lockQueued[mk] {
 			want = append(want, bytes.Clone(k))
 		}
 	}
@@ -1339,6 +1358,12 @@ func (r *reader) LockAhead(table string, keys [][]byte) error {
 	want = slices.CompactFunc(want, bytes.Equal)
 	if len(want) == 0 {
 		return nil
+	}
+	if r.lockQueued == nil {
+		r.lockQueued = map[string]bool{}
+	}
+	for _, k := range want {
+		r.lockQueued[table+"\x00"+string(k)] = true
 	}
 	found := func(keys [][]byte, rows [][][]byte) {
 		if r.lockedGets == nil {
@@ -1350,6 +1375,7 @@ func (r *reader) LockAhead(table string, keys [][]byte) error {
 		for _, k := range keys {
 			mk := table + "\x00" + string(k)
 			r.lockedGets[mk], r.gets[mk] = nil, nil // absent unless found below
+			delete(r.lockQueued, mk)
 		}
 		for _, row := range rows {
 			mk := table + "\x00" + string(row[0])
@@ -1423,9 +1449,15 @@ func (r *reader) GetLocked(table string, key []byte) ([]byte, error) {
 	if !r.locking {
 		return r.Get(table, key)
 	}
-	// Locked by LockAhead already; else the statement below carries
-	// any read still announced.
-	if v, ok := r.lockedGets[table+"\x00"+string(key)]; ok {
+	// Locked by LockAhead already (or on the way: its round trip goes
+	// now); else the statement below carries any read still announced.
+	mk := table + "\x00" + string(key)
+	if r.lockQueued[mk] {
+		if _, _, err := r.query(""); err != nil {
+			return nil, fmt.Errorf("postgres: get: %w", err)
+		}
+	}
+	if v, ok := r.lockedGets[mk]; ok {
 		if v == nil {
 			return nil, store.ErrNotFound
 		}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -375,6 +376,96 @@ func TestLockAhead(t *testing.T) {
 		t.Fatalf("the locking transaction ended early: %v", err)
 	}
 	requireLockWaits(t, b, "y", func() { close(release) }, first)
+}
+
+// A row an UpdateLocked call marks with store.LockFirst is locked with
+// the transaction's first read, costing no round trip of its own:
+// GetLocked then returns it as the lock found it, another transaction's
+// GetLocked waits for the commit, and an absent row reads as absent. A
+// function whose first read is GetLocked of its marked row makes one round
+// trip for it, and the rows of calls grouped in one batch are each their
+// own caller's.
+func TestLockFirst(t *testing.T) {
+	a, b := twoStores(t)
+	ctx := context.Background()
+	require.NoError(t, a.Update(ctx, func(tx store.Tx) error {
+		return errors.Join(tx.Put("t", []byte("x"), []byte("0")), tx.Put("t", []byte("y"), []byte("0")), tx.Put("u", []byte("z"), []byte("1")))
+	}))
+	holding, release := make(chan struct{}), make(chan struct{})
+	first := make(chan error, 1)
+	go func() {
+		marked := store.LockFirst(store.LockFirst(ctx, "t", []byte("y")), "t", []byte("none"))
+		first <- a.UpdateLocked(marked, func(tx store.Tx) error {
+			if _, err := tx.Get("u", []byte("z")); err != nil { // the locks travel with it
+				return err
+			}
+			close(holding)
+			<-release
+			before := a.Stats().RoundTrips
+			v, err := tx.(store.Locker).GetLocked("t", []byte("y"))
+			if err != nil || string(v) != "0" {
+				return fmt.Errorf("GetLocked(y) = %q, %v", v, err)
+			}
+			if _, err := tx.(store.Locker).GetLocked("t", []byte("none")); !errors.Is(err, store.ErrNotFound) {
+				return fmt.Errorf("GetLocked(none): %v, want ErrNotFound", err)
+			}
+			if n := a.Stats().RoundTrips - before; n != 0 {
+				return fmt.Errorf("GetLocked of marked rows made %d round trips, want none", n)
+			}
+			return tx.Put("t", []byte("y"), []byte("1"))
+		})
+	}()
+	var once sync.Once
+	let := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(let) // before the stores close, which waits for the call
+	select {
+	case <-holding:
+	case err := <-first:
+		t.Fatalf("the locking transaction ended early: %v", err)
+	}
+	requireLockWaits(t, b, "y", let, first)
+
+	before := a.Stats().RoundTrips
+	require.NoError(t, a.UpdateLocked(store.LockFirst(ctx, "t", []byte("x")), func(tx store.Tx) error {
+		v, err := tx.(store.Locker).GetLocked("t", []byte("x"))
+		if err != nil || string(v) != "0" {
+			return fmt.Errorf("GetLocked(x) = %q, %v", v, err)
+		}
+		return tx.Put("t", []byte("x"), []byte("2"))
+	}))
+	require.Equal(t, uint64(2), a.Stats().RoundTrips-before, "the locked read, then the commit")
+
+	// Calls grouped in batches: each reads and writes its own row.
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for i := range 16 {
+		wg.Go(func() {
+			k := []byte(fmt.Sprintf("g%02d", i))
+			errs <- a.UpdateLocked(store.LockFirst(ctx, "t", k), func(tx store.Tx) error {
+				if _, err := tx.(store.Locker).GetLocked("t", k); !errors.Is(err, store.ErrNotFound) {
+					return fmt.Errorf("GetLocked(%s): %v, want ErrNotFound", k, err)
+				}
+				return tx.Put("t", k, k)
+			})
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	require.NoError(t, b.View(ctx, func(tx store.Tx) error {
+		for i := range 16 {
+			k := []byte(fmt.Sprintf("g%02d", i))
+			v, err := tx.Get("t", k)
+			require.NoError(t, err)
+			require.Equal(t, k, v)
+		}
+		v, err := tx.Get("t", []byte("x"))
+		require.NoError(t, err)
+		require.Equal(t, "2", string(v))
+		return nil
+	}))
 }
 
 // Insert (store.Inserter) writes a new row with a plain INSERT: a key that

@@ -297,7 +297,16 @@ func (g *Committer) commit(batch []*call) {
 	}
 	ctx, stop := g.batchContext(batch)
 	defer stop()
+	ctxs := make([]context.Context, len(batch))
+	for i, c := range batch {
+		ctxs[i] = c.ctx
+	}
 	err := g.txn(ctx, func(base store.Tx) error {
+		// The rows the functions lock first, locked together with the
+		// transaction's first read (store.LockFirst).
+		if err := store.LockMarked(base, ctxs...); err != nil {
+			return err
+		}
 		for i, c := range batch {
 			c.err, c.panic = nil, nil // txn may run this more than once
 			if err := c.ctx.Err(); err != nil {
@@ -342,6 +351,9 @@ func (g *Committer) alone(c *call) {
 	}
 	c.err = run(c, func() error {
 		return g.txn(c.ctx, func(base store.Tx) error {
+			if err := store.LockMarked(base, c.ctx); err != nil {
+				return err
+			}
 			err, skipped := c.runFn(base)
 			switch {
 			case skipped:
