@@ -426,6 +426,7 @@ func spawn(j job, procs int) (done int64, elapsed time.Duration, stats postgres.
 			stats.Commits += r.Stats.Commits
 			stats.Retries += r.Stats.Retries
 			stats.Updates += r.Stats.Updates
+			stats.RoundTrips += r.Stats.RoundTrips
 			maps.Copy(created, r.Created)
 			for _, l := range r.CreateLatency {
 				createLatency = append(createLatency, time.Duration(l))
@@ -532,8 +533,16 @@ func lifecycle(procs int, subscribe bool) (float64, postgres.Stats, latencies) {
 		})
 	}
 	before := serverCost()
+	mine := d.st.Stats().RoundTrips
 	done, el, stats, created, inserted := spawn(job{Options: postgres.Options{Table: d.table}, Scenario: "lifecycle", Friend: string(d.friend), Worker: string(d.worker)}, procs)
 	reportCost("switchboard", procs, inserted, before)
+	if *pgStats && inserted > 0 {
+		// The client's side: every statement the stores waited for.
+		// This process's store subscribes, and may hold the sequencer.
+		fmt.Fprintf(os.Stderr, "round trips, switchboard, %d process(es): %.2f per todo created and completed (%.2f in the children, %.2f in the subscribing process)\n",
+			procs, float64(stats.RoundTrips+d.st.Stats().RoundTrips-mine)/float64(inserted),
+			float64(stats.RoundTrips)/float64(inserted), float64(d.st.Stats().RoundTrips-mine)/float64(inserted))
+	}
 	reportTables(d.table, inserted)
 	stop()
 	wg.Wait()
