@@ -281,10 +281,48 @@ func decodeRecord(b []byte, v any) error {
 // record read again unchanged is not decoded again. Keying by the bytes
 // (not the record's id) makes a hit always right, whoever changed the
 // store: a record another process rewrote has other bytes and misses.
+//
+// It also remembers which grant a credential named when it last
+// authenticated (grantOf), so the next call reads the grant without first
+// looking the credential up: a credential is random, so its hash names
+// one grant for good, and the grant's record — which must still hold
+// that hash and be live — decides as before.
 type hotCache struct {
 	mu sync.Mutex
 	m  map[string]map[string]any // table → stored bytes → decoded record (a *T, never changed)
 	n  int                       // entries in m
+	// creds maps a credential's hash to its grant's id; emptied when
+	// it holds hotCacheSize.
+	creds map[string]string
+}
+
+// credGrant returns the grant id a credential hash named when it last
+// authenticated, or "".
+func (c *hotCache) credGrant(hash string) string {
+	if c == nil {
+		return ""
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.creds[hash]
+}
+
+// setCredGrant remembers (id != "") or forgets the grant of a credential
+// hash.
+func (c *hotCache) setCredGrant(hash, id string) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if id == "" {
+		delete(c.creds, hash)
+		return
+	}
+	if c.creds == nil || len(c.creds) >= hotCacheSize {
+		c.creds = make(map[string]string)
+	}
+	c.creds[hash] = id
 }
 
 // hotCacheSize bounds the cache; it is emptied when full.
