@@ -179,6 +179,16 @@ func (s *Switchboard) checkLease(d time.Duration) error {
 // transaction, "ready to it" leaves out what other transactions hold (see
 // heldElsewhere).
 func (s *Switchboard) claimIn(t *txn, g *grantRec, qkey string, n int, d time.Duration) ([]Claimed, error) {
+	if p, ok := t.tx.(store.ScanPrefetcher); ok && t.locker != nil {
+		// Where reads are round trips, the looks of recoverLeases and
+		// promote (anyIn: is a lease expired, a delayed todo due?)
+		// travel together; each needs the range's first row.
+		for _, kind := range []byte{idxLease, idxDelayed} {
+			if err := p.PrefetchScan(tIdx, []byte(idxKey(kind, qkey, "")), 1); err != nil {
+				return nil, err
+			}
+		}
+	}
 	if err := t.recoverLeases(qkey); err != nil {
 		return nil, err
 	}
