@@ -47,6 +47,7 @@ func (s *Switchboard) startSequencer() {
 			return s.view(ctx, func(t *txn) error { return fn(t) })
 		},
 		Now: s.now, Mark: &s.seen, Retention: s.cfg.EventRetention,
+		Wake: func() <-chan struct{} { return s.commits.wait(pendingKey) },
 		// A pass's commit may have run: subscriptions waiting at what
 		// this process holds of the log's end look in the store.
 		Unsure: func() {
@@ -100,7 +101,14 @@ func (s *Switchboard) sequenceLoop(ctx context.Context) {
 			s.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "switchboard: sequencing the audit log failed; retrying",
 				slog.String("error", err.Error()), slog.Duration("retry_in", s.cfg.PollInterval))
 		case n > 0:
-			continue // more may be waiting
+			select {
+			case <-woken:
+				continue // more were committed meanwhile
+			default:
+				// Sequence moved what was pending when its last pass
+				// looked (it goes on while a pass finds a full batch):
+				// wait for more.
+			}
 		}
 		wait := min(s.cfg.PollInterval, s.cfg.SequencerLease)
 		if other > 0 {

@@ -66,13 +66,14 @@ type txn struct {
 	// aside (see setAside): a scan that reads them again passes over them.
 	aside map[string]bool
 
-	events    []Event        // emitted, flushed into the log (or pending) at the end
-	lg        auditlog.Tx    // the audit log's part in the transaction: its state, once read
-	logDirty  bool           // log changed (a todo seq) without an event to write it
-	logged    int            // events this transaction added to the log
-	revoked   []revokedGrant // grants revoked here whose queued todos are cancelled after commit
-	pending   int            // events this transaction wrote pending, for the sequencer
-	recordsV3 bool           // write todo records in the form V3 (the store is at layout 8)
+	events      []Event        // emitted, flushed into the log (or pending) at the end
+	lg          auditlog.Tx    // the audit log's part in the transaction: its state, once read
+	logDirty    bool           // log changed (a todo seq) without an event to write it
+	logged      int            // events this transaction added to the log
+	revoked     []revokedGrant // grants revoked here whose queued todos are cancelled after commit
+	pending     int            // events this transaction wrote pending, for the sequencer
+	toldPending bool           // the store was told of them (store.Notifier): it tells this process too
+	recordsV3   bool           // write todo records in the form V3 (the store is at layout 8)
 	// damaged reports a damaged record a scan set aside (see setAside).
 	damaged      *damageLog
 	hooks        bool // webhooks are configured: outcomes queue deliveries
@@ -139,6 +140,7 @@ func (s *Switchboard) updateWith(ctx context.Context, run func(context.Context, 
 			}
 			if last.pending > 0 {
 				n.Notify(pendingKey)
+				last.toldPending = true
 			}
 		}
 		return nil
@@ -174,7 +176,10 @@ func (s *Switchboard) updateWith(ctx context.Context, run func(context.Context, 
 		if last.logged > 0 {
 			s.commits.signal(commitsKey)
 		}
-		if last.pending > 0 {
+		if last.pending > 0 && !last.toldPending {
+			// (Told to the store, the commit comes back to this
+			// process's sequencer from it: woken twice for one commit,
+			// it would run a pass that finds nothing.)
 			s.commits.signal(pendingKey)
 		}
 	}

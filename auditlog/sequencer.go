@@ -69,6 +69,13 @@ type Sequencer struct {
 	// have been sent: what the process holds of the log's end is no
 	// longer known to be its end.
 	Unsure func()
+	// Wake, if set, returns a channel closed once entries are next
+	// committed pending — in this process, or in another as the store
+	// tells it. A pass then begins the next one early (see Sequence) only
+	// if it read a full batch or entries were committed since it took
+	// the channel, before its read: an early pass that finds nothing
+	// costs two round trips. Nil means always.
+	Wake func() <-chan struct{}
 
 	// held is when the lease this sequencer last wrote ends, and cache
 	// its copy of the tree's frontier: touched by one pass at a time (the
@@ -102,10 +109,12 @@ func (q *Sequencer) surelyHeld(held time.Time) time.Time {
 	return held.Add(-q.Lease / 2)
 }
 
-// Sequence runs a pass — on a row-locking store, a chain of passes while
-// they find entries — and returns how many entries it moved, or, when
-// another process holds the lease, how long that lease still runs. While
-// it moves some, more may be waiting: call it again.
+// Sequence runs passes until one leaves nothing pending that it saw — on
+// a row-locking store, a chain of passes while more is committed (see
+// Wake) — and returns how many entries they moved, or, when another
+// process holds the lease, how long that lease still runs. Entries
+// committed while it ran may still be waiting: call it again when told
+// of them.
 //
 // On a store with row locks (store.LockingStore, as PostgreSQL) a pass
 // runs in a row-locked transaction that first locks the lease record and
@@ -118,8 +127,8 @@ func (q *Sequencer) surelyHeld(held time.Time) time.Time {
 // appended meanwhile are simply left for the next pass: the pass deletes
 // the rows it read, by key.
 //
-// There, passes follow each other while they find entries, each begun
-// while the one before commits (see seqPass): its locks wait on the
+// There, passes follow each other while more is committed (Wake), each
+// begun while the one before commits (see seqPass): its locks wait on the
 // server for that commit, so its pending rows come back in the commit's
 // round trip instead of one after it.
 func (q *Sequencer) Sequence(ctx context.Context) (moved int, other time.Duration, err error) {
@@ -146,12 +155,19 @@ func (q *Sequencer) Sequence(ctx context.Context) (moved int, other time.Duratio
 	if p.err == nil && p.created {
 		return q.Sequence(ctx)
 	}
+	full := false
 	for ; p != nil; p = p.next {
 		<-p.ended
 		moved += p.n
 		if err == nil && !errors.Is(p.err, errPassAbandoned) {
 			err = p.err
 		}
+		full = p.err == nil && p.full
+	}
+	if err == nil && full {
+		// The last pass left entries pending: go on.
+		more, other, err := q.Sequence(ctx)
+		return moved + more, other, err
 	}
 	return moved, 0, err
 }
@@ -169,6 +185,7 @@ type seqPass struct {
 	ended     chan struct{}
 	abandoned chan struct{} // closed when prev runs its transaction again
 	n         int           // entries moved
+	full      bool          // it read as many pending rows or entries as a pass takes
 	size      uint64        // the tree's size after the pass, once it committed
 	created   bool          // the lease record was missing and is written now
 	err       error
@@ -189,7 +206,11 @@ func (q *Sequencer) runPass(ctx context.Context, p *seqPass) {
 	p.err = q.Update(ctx, func(t PassTx) error {
 		x := t.Log()
 		now := t.Now()
-		p.n, held, p.created = 0, time.Time{}, false
+		p.n, p.full, held, p.created = 0, false, time.Time{}, false
+		var wake <-chan struct{}
+		if q.Wake != nil {
+			wake = q.Wake() // before the pending rows are read
+		}
 		if runs++; runs == 2 && p.next != nil {
 			// Run again: the pass begun early may hold the locks this
 			// run needs.
@@ -231,6 +252,7 @@ func (q *Sequencer) runPass(ctx context.Context, p *seqPass) {
 		if err != nil {
 			return err
 		}
+		p.full = entries >= sequenceBatch || len(keys) >= sequenceRows
 		holder, until, err := q.lease(x)
 		if err != nil {
 			return err
@@ -336,8 +358,9 @@ func (q *Sequencer) runPass(ctx context.Context, p *seqPass) {
 				forked = !holds
 			}
 		}
-		if x.locker != nil && runs == 1 && !q.unchained {
-			// The commit follows: begin the next pass now.
+		if x.locker != nil && runs == 1 && !q.unchained && (p.full || closed(wake)) {
+			// The commit follows, and more is pending: begin the next
+			// pass now.
 			p.next = &seqPass{prev: p, ended: make(chan struct{}), abandoned: make(chan struct{})}
 			go q.runPass(ctx, p.next)
 		}
@@ -358,6 +381,19 @@ func (q *Sequencer) runPass(ctx context.Context, p *seqPass) {
 	}
 	if p.err != nil && !errors.Is(p.err, errPassAbandoned) && q.Unsure != nil {
 		q.Unsure()
+	}
+}
+
+// closed reports whether ch is closed; a nil ch counts as closed.
+func closed(ch <-chan struct{}) bool {
+	if ch == nil {
+		return true
+	}
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
 	}
 }
 
