@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
@@ -310,6 +311,17 @@ func (c *hotCache) credGrant(hash string) string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.creds[hash]
+}
+
+// knows reports whether a's credential authenticated before in this
+// process (and has not failed since).
+func (c *hotCache) knows(a Auth) bool {
+	if a == nil {
+		return false
+	}
+	cred, _ := a.presentation()
+	h := sha256.Sum256([]byte(cred))
+	return c.credGrant(string(h[:])) != ""
 }
 
 // setCredGrant remembers (id != "") or forgets the grant of a credential

@@ -162,7 +162,8 @@ func (q *Sequencer) Sequence(ctx context.Context) (moved int, other time.Duratio
 		if err == nil && !errors.Is(p.err, errPassAbandoned) {
 			err = p.err
 		}
-		full = p.err == nil && p.full
+		// A full pass that got somewhere: more may be pending.
+		full = p.err == nil && p.full && (p.n > 0 || p.dropped > 0)
 	}
 	if err == nil && full {
 		// The last pass left entries pending: go on.
@@ -185,6 +186,7 @@ type seqPass struct {
 	ended     chan struct{}
 	abandoned chan struct{} // closed when prev runs its transaction again
 	n         int           // entries moved
+	dropped   int           // pending rows that held no entry, deleted
 	full      bool          // it read as many pending rows or entries as a pass takes
 	size      uint64        // the tree's size after the pass, once it committed
 	created   bool          // the lease record was missing and is written now
@@ -206,7 +208,7 @@ func (q *Sequencer) runPass(ctx context.Context, p *seqPass) {
 	p.err = q.Update(ctx, func(t PassTx) error {
 		x := t.Log()
 		now := t.Now()
-		p.n, p.full, held, p.created = 0, false, time.Time{}, false
+		p.n, p.dropped, p.full, held, p.created = 0, 0, false, time.Time{}, false
 		var wake <-chan struct{}
 		if q.Wake != nil {
 			wake = q.Wake() // before the pending rows are read
@@ -270,6 +272,15 @@ func (q *Sequencer) runPass(ctx context.Context, p *seqPass) {
 			return bad
 		}
 		if entries == 0 {
+			// Rows that hold no entry (AddPending refuses them; an
+			// older release, or a hand, may have written some) are
+			// deleted: left, they would fill every pass's read.
+			for _, k := range keys {
+				if err := x.tx.Delete(q.Layout.Pending, k); err != nil {
+					return err
+				}
+			}
+			p.dropped = len(keys)
 			return nil
 		}
 		if p.prev != nil {

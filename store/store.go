@@ -133,7 +133,10 @@ var ErrEmptyKey = errors.New("store: empty key")
 // the Watch callbacks of every process (this one included) after the
 // transaction commits, and never if it rolls back. Delivery is best effort
 // — a process that was disconnected misses what was sent meanwhile — so a
-// waiter must still re-check the store from time to time.
+// waiter must still re-check the store from time to time; but the process
+// whose transaction committed hears its own notifications even while
+// disconnected (a store that commits them itself delivers them to its
+// watchers then), so it never needs to signal itself as well.
 type Notifier interface {
 	Notify(key string)
 }
@@ -326,7 +329,8 @@ type lockFirstKey struct{}
 // found it. The row is locked before the function runs, so before it has
 // checked anything of its caller's: a store holds it only for the
 // transaction. Stores may ignore the mark; a Locker that is no
-// AheadLocker does.
+// AheadLocker does. A context derived from a marked one carries the mark:
+// mark only the context of the call that locks the row.
 func LockFirst(ctx context.Context, table string, key []byte) context.Context {
 	rows, _ := ctx.Value(lockFirstKey{}).([]LockedFirst)
 	rows = append(rows[:len(rows):len(rows)], LockedFirst{Table: table, Key: key})

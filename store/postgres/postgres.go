@@ -180,6 +180,7 @@ type Store struct {
 	retries    atomic.Uint64
 	updates    atomic.Uint64
 	trips      atomic.Uint64
+	listening  atomic.Bool // the LISTEN connection is in place (see once)
 	channel    string
 	listenStop context.CancelFunc
 	listenDone chan struct{}
@@ -718,6 +719,15 @@ func (s *Store) once(ctx context.Context, fn func(store.Tx) error, iso isolation
 				return fmt.Errorf("postgres: update: %w: %w", ErrCommitUnknown, err)
 			}
 			return fmt.Errorf("postgres: update: commit: %w", err)
+		}
+	}
+	if len(c.notes) > 0 && !s.listening.Load() {
+		// No LISTEN connection to bring them back: this process's
+		// watchers hear its own commit's notifications directly
+		// (store.Notifier). (One in place before the NOTIFY brings them
+		// back; one put in place after it begins with store.Resync.)
+		for _, k := range c.notes {
+			s.deliver(k)
 		}
 	}
 	for _, name := range missing {
@@ -1706,6 +1716,8 @@ func (s *Store) listenOnce(ctx context.Context, listening func()) error {
 	if _, err := conn.Exec(ctx, `LISTEN `+s.channel); err != nil {
 		return err
 	}
+	s.listening.Store(true)
+	defer s.listening.Store(false)
 	// Resync first, then say LISTEN is in place: Open returns on the
 	// first attempt's listening, so a watcher registered after Open never
 	// gets that first, empty resync.
