@@ -358,6 +358,13 @@ func (t *txn) firstReady(qkey string, n int, first bool) (_ []readyEntry, exhaus
 	read := 0
 	prefix := idxKey(idxReady, qkey, "")
 	locked := t.locker != nil
+	if vp, ok := t.tx.(store.ValuePrefetcher); ok && locked && prefetch {
+		// The records the entries name (read below, and by claimOne)
+		// come with the locked scan, in its round trip.
+		if err := vp.PrefetchValues(tIdx, []byte(prefix), tTodos); err != nil {
+			return nil, false, err
+		}
+	}
 	err := t.scanBounded(tIdx, []byte(prefix), prefixEnd(prefix), limit, func(k, v []byte) bool {
 		read++
 		if !locked {

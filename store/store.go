@@ -297,6 +297,19 @@ type ScanPrefetcher interface {
 	PrefetchScan(table string, start []byte, limit int) error
 }
 
+// ValuePrefetcher is implemented by a Prefetcher that can read, with a
+// locked scan of an index, the rows its values name in another table:
+// PrefetchValues(table, start, target) is a hint that the transaction's
+// next ScanLocked of table from start will be followed by Gets, in table
+// target, of the values of the rows it returns — switchboard's claim,
+// which reads the todos its ready entries name. The store may read those
+// rows with the scan, in its round trip. Like Prefetch's, the hint
+// changes no result: each Get returns what it would have returned had it
+// read when the scan did.
+type ValuePrefetcher interface {
+	PrefetchValues(table string, start []byte, target string) error
+}
+
 type aloneKey struct{}
 
 // Alone returns ctx marked so that an Update (or UpdateLocked) made with

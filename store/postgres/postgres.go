@@ -217,6 +217,7 @@ type Store struct {
 // queries are the statements that read and write one switchboard table.
 // Every one takes the switchboard table's name as $1 (tbl).
 type queries struct {
+	rel                                   string // the relation they read and write
 	get, getMany, scan, put, insert, del  string
 	getLocked, scanLocked, scanLockedFrom string
 	getManyLocked                         string
@@ -228,6 +229,7 @@ type queries struct {
 // directly is checked against its bound, so tbl = $1 must name it).
 func newQueries(rel, table string) *queries {
 	return &queries{
+		rel: rel,
 		get: `SELECT v FROM ` + rel + ` WHERE tbl = $1 AND k = $2`,
 		// A set of keys is looked up key by key, each with the whole
 		// primary key: with statistics from when the table was small,
@@ -1077,6 +1079,9 @@ type reader struct {
 	// lockQueued holds the keys (as in gets) LockAhead queued whose rows
 	// have not arrived yet.
 	lockQueued map[string]bool
+	// valuesOf holds, per range PrefetchValues announced (table \x00
+	// start), the table whose rows its ScanLocked reads along.
+	valuesOf map[string]string
 }
 
 // aheadRange is a range PrefetchScan announced: up to limit rows of table
@@ -1418,6 +1423,76 @@ func (r *reader) LockAhead(table string, keys [][]byte) error {
 	return nil
 }
 
+// PrefetchValues is store.ValuePrefetcher's: in a row-locked
+// transaction, ScanLocked of table from start reads the rows of target
+// its values name in the same statement (a join), and the Gets of them
+// that follow cost no round trip. Elsewhere it does nothing.
+func (r *reader) PrefetchValues(table string, start []byte, target string) error {
+	if !r.locking {
+		return nil
+	}
+	if r.valuesOf == nil {
+		r.valuesOf = map[string]string{}
+	}
+	r.valuesOf[table+"\x00"+string(start)] = target
+	return nil
+}
+
+// scanLockedWith is ScanLocked's statement (q's, on table's partition)
+// joined with the rows of target (tq's partition) its values name: it
+// returns the locked rows, and remembers each value's row of target (or
+// its absence) as a Get would.
+func (r *reader) scanLockedWith(q, tq *queries, table string, start, end []byte, limit int, target string) ([][][]byte, error) {
+	locked, args := q.scanLockedFrom, []any{table, start, limit, target}
+	if end != nil {
+		locked, args = q.scanLocked, []any{table, start, end, limit, target}
+	}
+	sql := `SELECT e.k, e.v, t.v, t.v IS NOT NULL FROM (` + locked + `) AS e
+		LEFT JOIN LATERAL (SELECT v FROM ` + tq.rel + ` WHERE tbl = $` + fmt.Sprint(len(args)) + ` AND k = e.v OFFSET 0) AS t ON true ORDER BY e.k`
+	rs, end2, err := r.query(sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	var out [][][]byte
+	found := map[string][]byte{}
+	for rs.Next() {
+		var k, v, tv []byte
+		var ok bool
+		if err := rs.Scan(&k, &v, &tv, &ok); err != nil {
+			rs.Close()
+			return nil, errors.Join(err, end2())
+		}
+		if k == nil {
+			k = []byte{}
+		}
+		if v == nil {
+			v = []byte{}
+		}
+		out = append(out, [][]byte{k, v})
+		if ok && tv == nil {
+			tv = []byte{} // an empty row, not a missing one
+		}
+		found[string(v)] = tv
+	}
+	rs.Close()
+	if err := errors.Join(rs.Err(), end2()); err != nil {
+		if r.failed == nil {
+			r.failed = err
+		}
+		return nil, err
+	}
+	if r.gets == nil {
+		r.gets = map[string][]byte{}
+	}
+	for v, tv := range found {
+		mk := target + "\x00" + v
+		if _, ok := r.gets[mk]; !ok { // what the transaction read first stays
+			r.gets[mk] = tv
+		}
+	}
+	return out, nil
+}
+
 // fewLocks is the most keys LockAhead locks with a statement each.
 const fewLocks = 4
 
@@ -1523,6 +1598,7 @@ func (r *reader) ScanLocked(table string, start, end []byte, limit int, fn func(
 	if start == nil {
 		start = []byte{}
 	}
+	target := r.valuesOf[table+"\x00"+string(start)]
 	mk := fmt.Sprintf("%s\x00%x\x00%x\x00%t", table, start, end, end == nil)
 	lr := r.locked[mk]
 	if lr == nil {
@@ -1560,10 +1636,13 @@ func (r *reader) ScanLocked(table string, start, end []byte, limit int, fn func(
 		}
 		var rows [][][]byte
 		var err error
-		if end == nil {
-			rows, err = r.rows(r.s.queriesFor(table).scanLockedFrom, table, start, fetch)
-		} else {
-			rows, err = r.rows(r.s.queriesFor(table).scanLocked, table, start, end, fetch)
+		switch q, tq := r.s.queriesFor(table), r.s.queriesFor(target); {
+		case target != "":
+			rows, err = r.scanLockedWith(q, tq, table, start, end, fetch, target)
+		case end == nil:
+			rows, err = r.rows(q.scanLockedFrom, table, start, fetch)
+		default:
+			rows, err = r.rows(q.scanLocked, table, start, end, fetch)
 		}
 		if err != nil {
 			return fmt.Errorf("postgres: scan: %w", err)

@@ -468,6 +468,90 @@ func TestLockFirst(t *testing.T) {
 	}))
 }
 
+// PrefetchValues is a hint too: the Gets of the rows a locked scan's
+// values name return what they would have — an absent row as absent, the
+// transaction's own write as written — and cost no round trip of their
+// own. The scan locks its rows as before.
+func TestPrefetchValuesChangesNoResult(t *testing.T) {
+	a, b := twoStores(t)
+	ctx := context.Background()
+	require.NoError(t, a.Update(ctx, func(tx store.Tx) error {
+		for i := range 6 {
+			k := fmt.Sprintf("r%d", i)
+			if err := errors.Join(tx.Put("idx", []byte("q/"+k), []byte(k)), tx.Put("rec", []byte(k), []byte("v"+k))); err != nil {
+				return err
+			}
+		}
+		return errors.Join(tx.Put("idx", []byte("q/x"), []byte("gone")), tx.Put("idx", []byte("z"), []byte("r0")))
+	}))
+	read := func(st *postgres.Store, hint bool) (got []string, trips uint64) {
+		require.NoError(t, st.UpdateLocked(ctx, func(tx store.Tx) error {
+			got = nil
+			if err := tx.Put("rec", []byte("r2"), []byte("mine")); err != nil {
+				return err
+			}
+			if hint {
+				if err := tx.(store.ValuePrefetcher).PrefetchValues("idx", []byte("q/"), "rec"); err != nil {
+					return err
+				}
+			}
+			var vals [][]byte
+			err := tx.(store.Locker).ScanLocked("idx", []byte("q/"), []byte("q0"), 10, func(k, v []byte) bool {
+				got, vals = append(got, string(k)), append(vals, v)
+				return true
+			})
+			if err != nil {
+				return err
+			}
+			before := st.Stats().RoundTrips
+			for _, v := range vals {
+				r, err := tx.Get("rec", v)
+				switch {
+				case errors.Is(err, store.ErrNotFound):
+					got = append(got, string(v)+"=absent")
+				case err != nil:
+					return err
+				default:
+					got = append(got, string(v)+"="+string(r))
+				}
+			}
+			trips = st.Stats().RoundTrips - before
+			return nil
+		}))
+		return got, trips
+	}
+	plain, _ := read(a, false)
+	hinted, trips := read(b, true)
+	require.Equal(t, plain, hinted)
+	require.Equal(t, []string{"q/r0", "q/r1", "q/r2", "q/r3", "q/r4", "q/r5", "q/x",
+		"r0=vr0", "r1=vr1", "r2=mine", "r3=vr3", "r4=vr4", "r5=vr5", "gone=absent"}, hinted)
+	require.Zero(t, trips, "the rows came with the scan")
+
+	// The hinted scan still locks its rows: another's skips them.
+	holding, release := make(chan struct{}), make(chan struct{})
+	first := make(chan error, 1)
+	go func() {
+		first <- a.UpdateLocked(ctx, func(tx store.Tx) error {
+			if err := tx.(store.ValuePrefetcher).PrefetchValues("idx", []byte("q/"), "rec"); err != nil {
+				return err
+			}
+			err := tx.(store.Locker).ScanLocked("idx", []byte("q/"), []byte("q0"), 2, func(_, _ []byte) bool { return true })
+			close(holding)
+			<-release
+			return err
+		})
+	}()
+	<-holding
+	var got []string
+	require.NoError(t, b.UpdateLocked(ctx, func(tx store.Tx) error {
+		got = nil
+		return tx.(store.Locker).ScanLocked("idx", []byte("q/"), []byte("q0"), 0, func(k, _ []byte) bool { got = append(got, string(k)); return true })
+	}))
+	close(release)
+	require.NoError(t, <-first)
+	require.Equal(t, []string{"q/r2", "q/r3", "q/r4", "q/r5", "q/x"}, got, "the rows the hinted scan locked are skipped")
+}
+
 // Insert (store.Inserter) writes a new row with a plain INSERT: a key that
 // is there fails the whole transaction, which writes nothing. A table
 // first written by Insert or Append alone gets a partition whose pages

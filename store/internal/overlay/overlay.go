@@ -211,6 +211,15 @@ func (t prefetchTx) PrefetchScan(table string, start []byte, limit int) error {
 	return nil
 }
 
+// PrefetchValues passes the hint on if the base takes it (it changes no
+// result, so dropping it is correct too).
+func (t prefetchTx) PrefetchValues(table string, start []byte, target string) error {
+	if vp, ok := t.p.(store.ValuePrefetcher); ok {
+		return vp.PrefetchValues(table, start, target)
+	}
+	return nil
+}
+
 type appendTx struct {
 	*Tx
 	a store.Appender
