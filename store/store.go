@@ -46,9 +46,10 @@
 //     to every process sharing the store, so blocked claims and
 //     subscriptions in other processes wake at once instead of at their
 //     next poll. The PostgreSQL store offers both (LISTEN/NOTIFY).
-//   - [Prefetcher] and [ScanPrefetcher] (on the Tx): hints that some keys,
-//     or the first rows of a range, are about to be read, for a backend
-//     whose reads are round trips to a server.
+//   - [Prefetcher], [ScanPrefetcher] and [ValuePrefetcher] (on the Tx):
+//     hints that some keys, the first rows of a range, or the rows a
+//     locked scan's values name are about to be read, for a backend whose
+//     reads are round trips to a server.
 //   - [LockingStore] (on the Store) and [Locker] (on its Tx): a write
 //     transaction that is not serializable but protected by the row locks
 //     it takes, skipping rows others hold — how a queue on a database
@@ -57,7 +58,9 @@
 //     The PostgreSQL store offers it, [AheadLocker] (rows locked with
 //     the transaction's next read, not in a round trip of their own) and
 //     [LatestScanner] (a range as last committed, so that a short locked
-//     scan can tell an empty range from rows others hold).
+//     scan can tell an empty range from rows others hold); it takes the
+//     rows an UpdateLocked call marks with [LockFirst] ahead, with the
+//     transaction's first read.
 //   - [Grouped] (on the Tx of a group-commit batch): how many functions
 //     of the batch follow this one, so a function may read ahead for
 //     them.
