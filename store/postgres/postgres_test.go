@@ -338,15 +338,22 @@ func TestPrefetchScanChangesNoResult(t *testing.T) {
 	}))
 }
 
+// lockRows is twoStores holding t/x = t/y = "0" and u/z = "1".
+func lockRows(t *testing.T) (a, b *postgres.Store) {
+	t.Helper()
+	a, b = twoStores(t)
+	require.NoError(t, a.Update(context.Background(), func(tx store.Tx) error {
+		return errors.Join(tx.Put("t", []byte("x"), []byte("0")), tx.Put("t", []byte("y"), []byte("0")), tx.Put("u", []byte("z"), []byte("1")))
+	}))
+	return a, b
+}
+
 // LockAhead locks its rows with the transaction's next read: GetLocked
 // then returns them as the lock found them (an absent row as absent), and
 // another transaction's GetLocked waits for the holder's commit.
 func TestLockAhead(t *testing.T) {
-	a, b := twoStores(t)
+	a, b := lockRows(t)
 	ctx := context.Background()
-	require.NoError(t, a.Update(ctx, func(tx store.Tx) error {
-		return errors.Join(tx.Put("t", []byte("x"), []byte("0")), tx.Put("t", []byte("y"), []byte("0")), tx.Put("u", []byte("z"), []byte("1")))
-	}))
 	holding, release := make(chan struct{}), make(chan struct{})
 	first := make(chan error, 1)
 	go func() {
@@ -386,11 +393,8 @@ func TestLockAhead(t *testing.T) {
 // trip for it, and the rows of calls grouped in one batch are each their
 // own caller's.
 func TestLockFirst(t *testing.T) {
-	a, b := twoStores(t)
+	a, b := lockRows(t)
 	ctx := context.Background()
-	require.NoError(t, a.Update(ctx, func(tx store.Tx) error {
-		return errors.Join(tx.Put("t", []byte("x"), []byte("0")), tx.Put("t", []byte("y"), []byte("0")), tx.Put("u", []byte("z"), []byte("1")))
-	}))
 	holding, release := make(chan struct{}), make(chan struct{})
 	first := make(chan error, 1)
 	go func() {
