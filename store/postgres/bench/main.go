@@ -13,8 +13,9 @@
 // completed todo — commits, rows written, WAL bytes and the server
 // processes' CPU time (read from /proc when the server runs on this
 // machine), for River's rounds too — and switchboard's rows written and
-// read per partition (-server-cost=false skips that, and the 1.5 s it
-// waits for the statistics). River's pool is sized like the store's: 16
+// read per partition and the round trips its stores made per todo
+// (postgres.Stats.RoundTrips; -server-cost=false skips all that, and the
+// 1.5 s it waits for the statistics). River's pool is sized like the store's: 16
 // connections, 4 kept open.
 //
 // It is its own module so that River is a dependency of this command only.
