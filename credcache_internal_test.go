@@ -2,7 +2,6 @@ package switchboard
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
 	"path/filepath"
 	"testing"
@@ -88,6 +87,6 @@ func TestAGrantsRecordDecidesForARememberedCredential(t *testing.T) {
 
 // credHashOf is the key a credential is remembered under.
 func credHashOf(c Credential) string {
-	h := sha256.Sum256([]byte(c))
+	h := c.hash()
 	return string(h[:])
 }

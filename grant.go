@@ -146,9 +146,13 @@ func newCredential() (Credential, []byte) {
 		panic("switchboard: crypto/rand failed: " + err.Error())
 	}
 	c := Credential(credPrefix + base64.RawURLEncoding.EncodeToString(b[:]))
-	h := sha256.Sum256([]byte(c))
+	h := c.hash()
 	return c, h[:]
 }
+
+// hash is what the store keeps of a credential (grant records, the
+// credential index) and what a process remembers it by (hotCache).
+func (c Credential) hash() [sha256.Size]byte { return sha256.Sum256([]byte(c)) }
 
 // mint creates an active grant inside t and, if withCredential, its
 // credential (a friend grant gets its credential at Collect). holder is
@@ -216,7 +220,7 @@ func (t *txn) grantOf(c Credential) (*grantRec, error) {
 	if !strings.HasPrefix(s, credPrefix) || len(s) != len(credPrefix)+43 {
 		return nil, fmt.Errorf("%w: malformed credential", ErrUnauthenticated)
 	}
-	h := sha256.Sum256([]byte(s))
+	h := c.hash()
 	if id := t.hot.credGrant(string(h[:])); id != "" {
 		// The grant it named last time: its record decides. Anything
 		// else (the grant gone, changed, revoked) goes the long way,

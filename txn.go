@@ -7,7 +7,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
@@ -320,7 +319,7 @@ func (c *hotCache) knows(a Auth) bool {
 		return false
 	}
 	cred, _ := a.presentation()
-	h := sha256.Sum256([]byte(cred))
+	h := cred.hash()
 	return c.credGrant(string(h[:])) != ""
 }
 

@@ -132,6 +132,21 @@ func (q *Sequencer) surelyHeld(held time.Time) time.Time {
 // server for that commit, so its pending rows come back in the commit's
 // round trip instead of one after it.
 func (q *Sequencer) Sequence(ctx context.Context) (moved int, other time.Duration, err error) {
+	for {
+		n, other, full, err := q.chain(ctx)
+		moved += n
+		if err != nil || other > 0 || !full {
+			return moved, other, err
+		}
+		// The last pass read a full batch: more is pending.
+	}
+}
+
+// chain runs a pass (and the passes begun early after it) and reports
+// what Sequence does, and whether the last pass read a full batch and
+// got somewhere (moved entries or dropped empty rows): then more is
+// pending.
+func (q *Sequencer) chain(ctx context.Context) (moved int, other time.Duration, full bool, err error) {
 	// Look first in a read-only snapshot: a process that does not hold
 	// the lease then writes nothing and reads nothing in a write
 	// transaction — on a serializable store its reading the lease there
@@ -147,30 +162,23 @@ func (q *Sequencer) Sequence(ctx context.Context) (moved int, other time.Duratio
 			return err
 		})
 		if err != nil || other > 0 {
-			return 0, other, err
+			return 0, other, false, err
 		}
 	}
 	p := &seqPass{ended: make(chan struct{}), abandoned: make(chan struct{})}
 	q.runPass(ctx, p)
 	if p.err == nil && p.created {
-		return q.Sequence(ctx)
+		return q.chain(ctx)
 	}
-	full := false
 	for ; p != nil; p = p.next {
 		<-p.ended
 		moved += p.n
 		if err == nil && !errors.Is(p.err, errPassAbandoned) {
 			err = p.err
 		}
-		// A full pass that got somewhere: more may be pending.
 		full = p.err == nil && p.full && (p.n > 0 || p.dropped > 0)
 	}
-	if err == nil && full {
-		// The last pass left entries pending: go on.
-		more, other, err := q.Sequence(ctx)
-		return moved + more, other, err
-	}
-	return moved, 0, err
+	return moved, 0, full, err
 }
 
 // seqPass is one sequencing transaction. On a row-locking store a pass

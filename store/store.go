@@ -326,10 +326,10 @@ func Alone(ctx context.Context) context.Context { return context.WithValue(ctx, 
 // IsAlone reports whether ctx was marked by Alone.
 func IsAlone(ctx context.Context) bool { v, _ := ctx.Value(aloneKey{}).(bool); return v }
 
-// LockedFirst is a row an UpdateLocked function locks first (LockFirst).
-type LockedFirst struct {
-	Table string
-	Key   []byte
+// lockedFirst is a row an UpdateLocked function locks first (LockFirst).
+type lockedFirst struct {
+	table string
+	key   []byte
 }
 
 type lockFirstKey struct{}
@@ -348,14 +348,14 @@ type lockFirstKey struct{}
 // AheadLocker does. A context derived from a marked one carries the mark:
 // mark only the context of the call that locks the row.
 func LockFirst(ctx context.Context, table string, key []byte) context.Context {
-	rows, _ := ctx.Value(lockFirstKey{}).([]LockedFirst)
-	rows = append(rows[:len(rows):len(rows)], LockedFirst{Table: table, Key: key})
+	rows := locksFirst(ctx)
+	rows = append(rows[:len(rows):len(rows)], lockedFirst{table: table, key: key})
 	return context.WithValue(ctx, lockFirstKey{}, rows)
 }
 
-// LocksFirst returns the rows ctx was marked with by LockFirst.
-func LocksFirst(ctx context.Context) []LockedFirst {
-	rows, _ := ctx.Value(lockFirstKey{}).([]LockedFirst)
+// locksFirst returns the rows ctx was marked with by LockFirst.
+func locksFirst(ctx context.Context) []lockedFirst {
+	rows, _ := ctx.Value(lockFirstKey{}).([]lockedFirst)
 	return rows
 }
 
@@ -373,11 +373,11 @@ func LockMarked(tx Tx, ctxs ...context.Context) error {
 		if ctx.Err() != nil {
 			continue // its function will not run
 		}
-		for _, r := range LocksFirst(ctx) {
-			if _, ok := keys[r.Table]; !ok {
-				tables = append(tables, r.Table)
+		for _, r := range locksFirst(ctx) {
+			if _, ok := keys[r.table]; !ok {
+				tables = append(tables, r.table)
 			}
-			keys[r.Table] = append(keys[r.Table], r.Key)
+			keys[r.table] = append(keys[r.table], r.key)
 		}
 	}
 	for _, t := range tables {

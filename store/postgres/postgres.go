@@ -1438,23 +1438,25 @@ func (r *reader) PrefetchValues(table string, start []byte, target string) error
 	return nil
 }
 
-// scanLockedWith is ScanLocked's statement (q's, on table's partition)
-// joined with the rows of target (tq's partition) its values name: it
-// returns the locked rows, and remembers each value's row of target (or
-// its absence) as a Get would.
-func (r *reader) scanLockedWith(q, tq *queries, table string, start, end []byte, limit int, target string) ([][][]byte, error) {
+// scanLockedWith is ScanLocked's statement (q's) joined with the rows of
+// target its values name: it returns the locked rows, and remembers each
+// value's row of target (or its absence) as a Get would — unless the
+// transaction read it before, which stays as read.
+func (r *reader) scanLockedWith(q *queries, table string, start, end []byte, limit int, target string) ([][][]byte, error) {
 	locked, args := q.scanLockedFrom, []any{table, start, limit, target}
 	if end != nil {
 		locked, args = q.scanLocked, []any{table, start, end, limit, target}
 	}
 	sql := `SELECT e.k, e.v, t.v, t.v IS NOT NULL FROM (` + locked + `) AS e
-		LEFT JOIN LATERAL (SELECT v FROM ` + tq.rel + ` WHERE tbl = $` + fmt.Sprint(len(args)) + ` AND k = e.v OFFSET 0) AS t ON true ORDER BY e.k`
+		LEFT JOIN LATERAL (SELECT v FROM ` + r.s.queriesFor(target).rel + ` WHERE tbl = $` + fmt.Sprint(len(args)) + ` AND k = e.v OFFSET 0) AS t ON true ORDER BY e.k`
 	rs, end2, err := r.query(sql, args...)
 	if err != nil {
 		return nil, err
 	}
+	if r.gets == nil {
+		r.gets = map[string][]byte{}
+	}
 	var out [][][]byte
-	found := map[string][]byte{}
 	for rs.Next() {
 		var k, v, tv []byte
 		var ok bool
@@ -1472,7 +1474,10 @@ func (r *reader) scanLockedWith(q, tq *queries, table string, start, end []byte,
 		if ok && tv == nil {
 			tv = []byte{} // an empty row, not a missing one
 		}
-		found[string(v)] = tv
+		mk := target + "\x00" + string(v)
+		if _, read := r.gets[mk]; !read {
+			r.gets[mk] = tv
+		}
 	}
 	rs.Close()
 	if err := errors.Join(rs.Err(), end2()); err != nil {
@@ -1480,15 +1485,6 @@ func (r *reader) scanLockedWith(q, tq *queries, table string, start, end []byte,
 			r.failed = err
 		}
 		return nil, err
-	}
-	if r.gets == nil {
-		r.gets = map[string][]byte{}
-	}
-	for v, tv := range found {
-		mk := target + "\x00" + v
-		if _, ok := r.gets[mk]; !ok { // what the transaction read first stays
-			r.gets[mk] = tv
-		}
 	}
 	return out, nil
 }
@@ -1636,9 +1632,9 @@ func (r *reader) ScanLocked(table string, start, end []byte, limit int, fn func(
 		}
 		var rows [][][]byte
 		var err error
-		switch q, tq := r.s.queriesFor(table), r.s.queriesFor(target); {
+		switch q := r.s.queriesFor(table); {
 		case target != "":
-			rows, err = r.scanLockedWith(q, tq, table, start, end, fetch, target)
+			rows, err = r.scanLockedWith(q, table, start, end, fetch, target)
 		case end == nil:
 			rows, err = r.rows(q.scanLockedFrom, table, start, fetch)
 		default:

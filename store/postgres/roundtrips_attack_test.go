@@ -7,9 +7,6 @@ package postgres_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -131,26 +128,12 @@ func TestAWaitingCompleteAndClaimHoldsNoTodo(t *testing.T) {
 func TestOwnCommitsAreSequencedWithListenDown(t *testing.T) {
 	base := testDSN(t)
 	ctx := context.Background()
+	db := freshDatabase(t, base, "listen_")
+	dsn := withDatabase(t, base, db)
 	admin, err := pgx.Connect(ctx, base)
 	require.NoError(t, err)
 	defer admin.Close(ctx)
-	b := make([]byte, 4)
-	_, _ = rand.Read(b)
-	db := "listen_" + hex.EncodeToString(b)
-	_, err = admin.Exec(ctx, `CREATE DATABASE `+db)
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		c, err := pgx.Connect(context.Background(), base)
-		if err == nil {
-			_, _ = c.Exec(context.Background(), `DROP DATABASE IF EXISTS `+db+` WITH (FORCE)`)
-			_ = c.Close(context.Background())
-		}
-	})
 	defer func() { _, _ = admin.Exec(context.Background(), `ALTER DATABASE `+db+` ALLOW_CONNECTIONS true`) }()
-	u, err := url.Parse(base)
-	require.NoError(t, err)
-	u.Path = "/" + db
-	dsn := u.String()
 
 	const poll = 20 * time.Second
 	d := newDeploymentOn(t, dsn, postgres.Options{MinConns: 8}, switchboard.Quotas{}, poll, nil)

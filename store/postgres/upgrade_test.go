@@ -399,9 +399,27 @@ func databaseFromFixture(t *testing.T, fixture string) string {
 	base := testDSN(t)
 	sql, err := os.ReadFile(fixture)
 	require.NoError(t, err)
+	name := freshDatabase(t, base, "fixture_")
+	cfg, err := pgx.ParseConfig(base)
+	require.NoError(t, err)
+	cfg.Database = name
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	_, err = conn.Exec(ctx, string(sql)) // no arguments: the simple protocol, several statements
+	require.NoError(t, err)
+	return withDatabase(t, base, name)
+}
+
+// freshDatabase creates a database named prefix and random hex on the
+// server base names, dropped (whoever is connected) when the test ends,
+// and returns its name.
+func freshDatabase(t *testing.T, base, prefix string) string {
+	t.Helper()
+	ctx := context.Background()
 	b := make([]byte, 6)
 	_, _ = rand.Read(b)
-	name := "fixture_" + hex.EncodeToString(b)
+	name := prefix + hex.EncodeToString(b)
 	admin, err := pgx.Connect(ctx, base)
 	require.NoError(t, err)
 	defer admin.Close(ctx)
@@ -416,15 +434,7 @@ func databaseFromFixture(t *testing.T, fixture string) string {
 		defer c.Close(context.Background())
 		_, _ = c.Exec(context.Background(), `DROP DATABASE IF EXISTS `+name+` WITH (FORCE)`)
 	})
-	cfg, err := pgx.ParseConfig(base)
-	require.NoError(t, err)
-	cfg.Database = name
-	conn, err := pgx.ConnectConfig(ctx, cfg)
-	require.NoError(t, err)
-	defer conn.Close(ctx)
-	_, err = conn.Exec(ctx, string(sql)) // no arguments: the simple protocol, several statements
-	require.NoError(t, err)
-	return withDatabase(t, base, name)
+	return name
 }
 
 // withDatabase is dsn with its database replaced by name.
