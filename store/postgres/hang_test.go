@@ -3,9 +3,11 @@ package postgres_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchboardhq/switchboard"
@@ -110,4 +112,79 @@ func ignoreNotFound(err error) error {
 		return nil
 	}
 	return err
+}
+
+// A caller whose deadline ends while its function waits on the server
+// inside a group-commit batch gets context.DeadlineExceeded, as a caller
+// alone does (the batch is cut off for it: the store's own cancellation is
+// not the reason its caller is told), with nothing of it written; its
+// batch-mate's write lands.
+func TestADeadlineInABatchIsDeadlineExceeded(t *testing.T) {
+	dsn := testDSN(t)
+	st := open(t, dsn, postgres.Options{Table: freshTable(t, dsn)})
+	defer st.Close()
+	ctx := context.Background()
+	require.NoError(t, st.Update(ctx, func(tx store.Tx) error { return tx.Put("t", []byte("held"), []byte("v")) }))
+
+	// An application's transaction holds the row.
+	app, err := pgx.Connect(ctx, dsn)
+	require.NoError(t, err)
+	defer app.Close(ctx)
+	atx, err := app.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = atx.Rollback(ctx) }()
+	_, err = atx.Exec(ctx, `SELECT v FROM `+st.Table()+` WHERE tbl = 't' AND k = 'held'::bytea FOR UPDATE`)
+	require.NoError(t, err)
+
+	for _, locked := range []bool{true, false} {
+		update, wait := st.Update, func(tx store.Tx) error {
+			return tx.Put("t", []byte("held"), []byte("mine")) // waits for the row at COMMIT
+		}
+		if locked {
+			update, wait = st.UpdateLocked, func(tx store.Tx) error {
+				_, err := tx.(store.Locker).GetLocked("t", []byte("held")) // waits for the row
+				return err
+			}
+		}
+		// A first call occupies the committer, so the next two share a
+		// batch.
+		hold := make(chan struct{})
+		first := make(chan error, 1)
+		go func() { first <- update(ctx, func(store.Tx) error { <-hold; return nil }) }()
+		time.Sleep(50 * time.Millisecond)
+		dctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+		waiter := make(chan error, 1)
+		go func() { waiter <- update(dctx, wait) }()
+		time.Sleep(20 * time.Millisecond)
+		mate := make(chan error, 1)
+		mateKey := []byte(fmt.Sprint("mate-", locked))
+		go func() {
+			mate <- update(ctx, func(tx store.Tx) error { return tx.Put("t", mateKey, []byte("v")) })
+		}()
+		time.Sleep(20 * time.Millisecond)
+		close(hold)
+		require.NoError(t, <-first)
+		select {
+		case err := <-waiter:
+			require.ErrorIs(t, err, context.DeadlineExceeded, "locked %v: its deadline ended it", locked)
+			if !locked {
+				// Its commit was sent: the outcome is unknown.
+				require.ErrorIs(t, err, store.ErrCommitUnknown)
+			} else {
+				require.NotErrorIs(t, err, context.Canceled, "locked %v", locked)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatalf("locked %v: the caller did not return when its deadline passed", locked)
+		}
+		cancel()
+		if !locked {
+			// The batch waits for the row with its mate: let it go.
+			require.NoError(t, atx.Rollback(ctx))
+		}
+		require.NoError(t, <-mate, "locked %v", locked)
+		require.NoError(t, st.View(ctx, func(tx store.Tx) error {
+			_, err := tx.Get("t", mateKey)
+			return err
+		}))
+	}
 }

@@ -121,6 +121,7 @@ func (g *Committer) Update(ctx context.Context, fn func(store.Tx) error) error {
 	case g.arrived <- struct{}{}:
 	default:
 	}
+	cut := false // the batch running fn was cut off for this caller
 	if g.bounded {
 		if lead {
 			go g.lead()
@@ -134,6 +135,7 @@ func (g *Committer) Update(ctx context.Context, fn func(store.Tx) error) error {
 				// alone), then wait for fn to return.
 				if cancel := c.cancelBatch.Load(); cancel != nil {
 					(*cancel)()
+					cut = true
 				}
 				c.mu.Lock()
 			}
@@ -146,7 +148,9 @@ func (g *Committer) Update(ctx context.Context, fn func(store.Tx) error) error {
 				switch {
 				case fnPanic != nil:
 					panic(fnPanic) // nothing of it was written
-				case !ran:
+				case !ran, cut && errors.Is(fnErr, context.Canceled):
+					// Not run, or failed because its batch was cut off
+					// for this caller: the caller's context says why.
 					return fmt.Errorf("%s: update: %w", g.name, ctx.Err())
 				case fnErr != nil:
 					return fnErr // nothing of it was written
@@ -162,6 +166,12 @@ func (g *Committer) Update(ctx context.Context, fn func(store.Tx) error) error {
 	}
 	if c.panic != nil {
 		panic(c.panic)
+	}
+	if cut && errors.Is(c.err, context.Canceled) && !errors.Is(c.err, ctx.Err()) {
+		// fn failed because its batch was cut off for this caller (and
+		// the batch ended meanwhile): the caller's context says why — a
+		// deadline is context.DeadlineExceeded, as without a batch.
+		return fmt.Errorf("%s: update: %w", g.name, ctx.Err())
 	}
 	return c.err
 }
