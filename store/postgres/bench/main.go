@@ -5,18 +5,20 @@
 //	eval "$(.ci/postgres start)"          # or set SWITCHBOARD_POSTGRES_DSN
 //	go run ./store/postgres/bench          # -d per round, -rounds, -procs 1,2,4
 //
-// SWITCHBOARD_BENCH_CPUPROFILE=dir makes each child process write its CPU
-// profile into dir (with -switchboard-only, for profiling the store).
+// SWITCHBOARD_BENCH_CPUPROFILE=dir makes each process write its CPU profile
+// into dir, and SWITCHBOARD_BENCH_MEMPROFILE=dir each child what it
+// allocated (with -switchboard-only, for profiling the store).
 // SWITCHBOARD_BENCH_OPTIONS='{"CommitEachUpdate":true}' (postgres.Options as
 // JSON) opens the lifecycle children's stores with those options.
-// After each lifecycle round it prints what the round cost the server per
-// completed todo — commits, rows written, WAL bytes and the server
-// processes' CPU time (read from /proc when the server runs on this
-// machine), for River's rounds too — and switchboard's rows written and
+// After each lifecycle round it prints what the round cost per completed
+// todo — commits, rows written, WAL bytes, the server processes' CPU time
+// and the CPU time of every process on the machine (read from /proc when
+// the server runs on this machine), and the client processes' CPU time
+// (getrusage), for River's rounds too — and switchboard's rows written and
 // read per partition and the round trips its stores made per todo
 // (postgres.Stats.RoundTrips; -server-cost=false skips all that, and the
-// 1.5 s it waits for the statistics). River's pool is sized like the store's: 16
-// connections, 4 kept open.
+// 1.5 s it waits for the statistics). River's pool is sized like the
+// store's: 16 connections, 4 kept open.
 //
 // It is its own module so that River is a dependency of this command only.
 //
@@ -126,6 +128,17 @@ type result struct {
 	// CreateLatency is, in lifecycle children, how long each CreateFor
 	// took (nanoseconds): one write transaction's commit under the load.
 	CreateLatency []int64 `json:"create_latency,omitempty"`
+	// CPU is the CPU time (user and system) the child used from the
+	// round's start until it had drained the queue: the client's share of
+	// the lifecycles the server cost is divided by.
+	CPU time.Duration `json:"cpu"`
+}
+
+// cpuTime is the CPU time (user and system) this process has used.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	must(syscall.Getrusage(syscall.RUSAGE_SELF, &ru))
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func main() {
@@ -140,10 +153,27 @@ func main() {
 			defer f.Close()
 			defer pprof.StopCPUProfile()
 		}
-		must(json.NewEncoder(os.Stdout).Encode(runChild(j)))
+		res := runChild(j)
+		if dir := os.Getenv("SWITCHBOARD_BENCH_MEMPROFILE"); dir != "" {
+			// Profiling: each child writes what it allocated (since it
+			// started) into dir.
+			f, err := os.Create(filepath.Join(dir, fmt.Sprintf("allocs-%s-%d.pprof", j.Scenario, os.Getpid())))
+			must(err)
+			must(pprof.Lookup("allocs").WriteTo(f, 0))
+			must(f.Close())
+		}
+		must(json.NewEncoder(os.Stdout).Encode(res))
 		return
 	}
 	flag.Parse()
+	if dir := os.Getenv("SWITCHBOARD_BENCH_CPUPROFILE"); dir != "" {
+		// This process too: it subscribes, and may run the sequencer.
+		f, err := os.Create(filepath.Join(dir, fmt.Sprintf("cpu-main-%d.pprof", os.Getpid())))
+		must(err)
+		must(pprof.StartCPUProfile(f))
+		defer f.Close()
+		defer pprof.StopCPUProfile()
+	}
 	if *dsnFlag == "" {
 		log.Fatal("set SWITCHBOARD_POSTGRES_DSN or -dsn (.ci/postgres start prints one)")
 	}
@@ -401,7 +431,7 @@ func (d *deployment) fill(n int) {
 }
 
 // spawn runs j in procs children at once and sums what they report.
-func spawn(j job, procs int) (done int64, elapsed time.Duration, stats postgres.Stats, created map[string]int64, inserted int64) {
+func spawn(j job, procs int) (done int64, elapsed time.Duration, stats postgres.Stats, created map[string]int64, inserted int64, cpu time.Duration) {
 	created = map[string]int64{}
 	j.DSN = *dsnFlag
 	j.Workers = max(1, *workers/procs)
@@ -423,6 +453,7 @@ func spawn(j job, procs int) (done int64, elapsed time.Duration, stats postgres.
 			mu.Lock()
 			done += r.Done
 			inserted += r.Inserted
+			cpu += r.CPU
 			elapsed = max(elapsed, r.Elapsed)
 			stats.Commits += r.Stats.Commits
 			stats.Retries += r.Stats.Retries
@@ -452,7 +483,7 @@ func spawn(j job, procs int) (done int64, elapsed time.Duration, stats postgres.
 		})
 	}
 	wg.Wait()
-	return done, elapsed, stats, created, inserted
+	return done, elapsed, stats, created, inserted, cpu
 }
 
 func retried(s postgres.Stats) string {
@@ -473,7 +504,7 @@ func claims(opts postgres.Options, procs int) figure {
 	defer d.drop()
 	d.fill(int(dur.Seconds()*2500) + 1000) // more than the run can claim
 	opts.Table = d.table
-	done, el, stats, _, _ := spawn(job{Options: opts, Scenario: "claim", Worker: string(d.worker)}, procs)
+	done, el, stats, _, _, _ := spawn(job{Options: opts, Scenario: "claim", Worker: string(d.worker)}, procs)
 	return figure{float64(done) / el.Seconds(), retried(stats)}
 }
 
@@ -534,9 +565,16 @@ func lifecycle(procs int, subscribe bool) (float64, postgres.Stats, latencies) {
 		})
 	}
 	before := serverCost()
-	mine := d.st.Stats().RoundTrips
-	done, el, stats, created, inserted := spawn(job{Options: postgres.Options{Table: d.table}, Scenario: "lifecycle", Friend: string(d.friend), Worker: string(d.worker)}, procs)
+	mine, mineCPU := d.st.Stats().RoundTrips, cpuTime()
+	done, el, stats, created, inserted, cpu := spawn(job{Options: postgres.Options{Table: d.table}, Scenario: "lifecycle", Friend: string(d.friend), Worker: string(d.worker)}, procs)
+	mineCPU = cpuTime() - mineCPU
 	reportCost("switchboard", procs, inserted, before)
+	if *pgStats && inserted > 0 {
+		// This process subscribes (and may hold the sequencer); it also
+		// runs the bench, which costs little while the children run.
+		fmt.Fprintf(os.Stderr, "client CPU, switchboard, %d process(es): %.0f µs per todo created and completed in the children, %.0f µs in this process (it runs the sequencer when it holds it, and subscribes at 2 processes)\n",
+			procs, float64(cpu.Microseconds())/float64(inserted), float64(mineCPU.Microseconds())/float64(inserted))
+	}
 	if *pgStats && inserted > 0 {
 		// The client's side: every statement the stores waited for.
 		// This process's store subscribes, and may hold the sequencer.
@@ -595,8 +633,12 @@ func riverLifecycle(procs int) float64 {
 	_, err = m.Migrate(ctx, rivermigrate.DirectionUp, nil)
 	must(err)
 	before := serverCost()
-	done, el, _, _, inserted := spawn(job{Scenario: "river", Schema: schema}, procs)
+	done, el, _, _, inserted, cpu := spawn(job{Scenario: "river", Schema: schema}, procs)
 	reportCost("River", procs, inserted, before)
+	if *pgStats && inserted > 0 {
+		fmt.Fprintf(os.Stderr, "client CPU, River, %d process(es): %.0f µs per job inserted and worked in the children\n",
+			procs, float64(cpu.Microseconds())/float64(inserted))
+	}
 	return float64(done) / el.Seconds()
 }
 
@@ -621,7 +663,8 @@ func boltLifecycle() float64 {
 // the CPU seconds its processes used (negative: not readable here).
 type cost struct {
 	commits, rows, wal, cpu float64
-	lsn                     string // the WAL position then
+	machine                 float64 // CPU seconds every process of this machine used (-1: not readable)
+	lsn                     string  // the WAL position then
 }
 
 // serverCost reads the server's counters (zero without -server-cost).
@@ -641,12 +684,39 @@ func serverCost() cost {
 	must(c.QueryRow(ctx, `SELECT xact_commit::float8, (tup_inserted+tup_updated+tup_deleted)::float8,
 		pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::float8, pg_current_wal_lsn()::text
 		FROM pg_stat_database WHERE datname = current_database()`).Scan(&r.commits, &r.rows, &r.wal, &r.lsn))
-	r.cpu = -1
+	r.cpu, r.machine = -1, machineCPU()
 	var dir string
 	if c.QueryRow(ctx, `SELECT current_setting('data_directory')`).Scan(&dir) == nil {
 		r.cpu = serverCPU(dir)
 	}
 	return r
+}
+
+// machineCPU returns the CPU seconds every process of this machine has
+// used (the busy time of /proc/stat's first line), or -1 where there is
+// no /proc/stat.
+func machineCPU() float64 {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return -1
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line) // cpu user nice system idle iowait irq softirq steal …
+	if len(f) < 9 || f[0] != "cpu" {
+		return -1
+	}
+	var busy float64
+	for i, v := range f[1:9] {
+		if i == 3 || i == 4 { // idle, iowait
+			continue
+		}
+		n, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			return -1
+		}
+		busy += n
+	}
+	return busy / 100 // clock ticks, 100 a second on Linux
 }
 
 // serverCPU returns the CPU seconds used so far by the server whose data
@@ -709,6 +779,9 @@ func reportCost(who string, procs int, done int64, before cost) {
 	cpu := "server CPU not readable here"
 	if before.cpu >= 0 && after.cpu >= 0 {
 		cpu = fmt.Sprintf("%.0f µs server CPU", (after.cpu-before.cpu)/n*1e6)
+	}
+	if before.machine >= 0 && after.machine >= 0 {
+		cpu += fmt.Sprintf(" (%.0f µs for every process of this machine)", (after.machine-before.machine)/n*1e6)
 	}
 	fmt.Fprintf(os.Stderr, "server cost, %s, %d process(es): %.2f commits, %.1f rows written, %.0f WAL bytes, %s per todo created and completed (%d todos)\n",
 		who, procs, (after.commits-before.commits)/n, (after.rows-before.rows)/n, (after.wal-before.wal)/n, cpu, done)
@@ -836,11 +909,14 @@ func runChild(j job) result {
 		r.Done, r.Elapsed = claimLoop(sb, switchboard.Credential(j.Worker), j.Workers, j.Start, j.Duration)
 	case "lifecycle":
 		r.Created = map[string]int64{}
+		time.Sleep(time.Until(j.Start))
+		began := cpuTime()
 		r.Done, r.Elapsed = work(sb, switchboard.Credential(j.Friend), switchboard.Credential(j.Worker), j.Workers, j.Workers, j.Start, j.Duration, &r)
 		r.Inserted = int64(len(r.Created))
 		// Drain, untimed, so the server cost covers whole lifecycles.
 		must(sb.Work(ctx, switchboard.Credential(j.Worker), "inbox", func(context.Context, switchboard.Todo) ([]byte, error) { return nil, nil },
 			&switchboard.WorkOptions{Concurrency: j.Workers, UntilEmpty: true}))
+		r.CPU = cpuTime() - began
 	}
 	r.Stats = st.Stats()
 	return r
@@ -953,6 +1029,7 @@ func riverChild(j job) result {
 	must(err)
 	must(client.Start(ctx))
 	time.Sleep(time.Until(j.Start))
+	began := cpuTime()
 	wctx, stop := context.WithTimeout(ctx, j.Duration)
 	defer stop()
 	done.Store(0)
@@ -983,8 +1060,9 @@ func riverChild(j job) result {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+	cpu := cpuTime() - began
 	must(client.Stop(context.Background()))
-	return result{Done: n, Elapsed: el, Inserted: inserted.Load()}
+	return result{Done: n, Elapsed: el, Inserted: inserted.Load(), CPU: cpu}
 }
 
 func envDur(name string, def time.Duration) time.Duration {
