@@ -352,6 +352,7 @@ func Open(ctx context.Context, dsn string, opts *Options) (*Store, error) {
 			cfg.ConnConfig.RuntimeParams[p] = "off"
 		}
 	}
+	cfg.AfterConnect = registerByteaArrays
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: connect: %w", err)
