@@ -124,6 +124,9 @@ func (t *Tx) Scan(table string, start, end []byte, fn func(k, v []byte) bool) er
 // merge runs scan over the base and merges its keys with the overlay's.
 func (t *Tx) merge(table string, start, end []byte, fn func(k, v []byte) bool, scan func(string, []byte, []byte, func(k, v []byte) bool) error) error {
 	w := t.writes[table]
+	if len(w) == 0 {
+		return scan(table, start, end, fn) // nothing of the overlay's to merge in
+	}
 	var mine []string
 	for k := range w {
 		if (start == nil || k >= string(start)) && (end == nil || k < string(end)) {
