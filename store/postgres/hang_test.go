@@ -188,3 +188,55 @@ func TestADeadlineInABatchIsDeadlineExceeded(t *testing.T) {
 		}))
 	}
 }
+
+// A batch-mate of a caller whose deadline cut the batch off is run again
+// alone; if its own deadline ends while it waits for that, it is told its
+// deadline, not the cut-off batch's cancellation (which failed its first
+// run's read), with nothing of it written.
+func TestADeadlineWaitingToRunAgainIsDeadlineExceeded(t *testing.T) {
+	dsn := testDSN(t)
+	st := open(t, dsn, postgres.Options{Table: freshTable(t, dsn)})
+	defer st.Close()
+	ctx := context.Background()
+	require.NoError(t, st.Update(ctx, func(tx store.Tx) error {
+		if err := tx.Put("t", []byte("held"), []byte("v")); err != nil {
+			return err
+		}
+		return tx.Put("t", []byte("other"), []byte("v"))
+	}))
+	app, err := pgx.Connect(ctx, dsn)
+	require.NoError(t, err)
+	defer app.Close(ctx)
+	atx, err := app.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = atx.Rollback(ctx) }()
+	_, err = atx.Exec(ctx, `SELECT v FROM `+st.Table()+` WHERE tbl = 't' AND k = 'held'::bytea FOR UPDATE`)
+	require.NoError(t, err)
+
+	waitHeld := func(tx store.Tx) error { _, err := tx.(store.Locker).GetLocked("t", []byte("held")); return err }
+	hold := make(chan struct{})
+	first := make(chan error, 1)
+	go func() { first <- st.UpdateLocked(ctx, func(store.Tx) error { <-hold; return nil }) }()
+	time.Sleep(50 * time.Millisecond)
+	bCtx, cancelB := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancelB()
+	aCtx, cancelA := context.WithTimeout(ctx, 1500*time.Millisecond)
+	defer cancelA()
+	b, c, a := make(chan error, 1), make(chan error, 1), make(chan error, 1)
+	go func() { b <- st.UpdateLocked(bCtx, waitHeld) }() // its deadline cuts the batch off
+	time.Sleep(20 * time.Millisecond)
+	go func() { c <- st.UpdateLocked(ctx, waitHeld) }() // run again alone, it waits for the row
+	time.Sleep(20 * time.Millisecond)
+	go func() {
+		a <- st.UpdateLocked(aCtx, func(tx store.Tx) error { _, err := tx.Get("t", []byte("other")); return err })
+	}()
+	time.Sleep(20 * time.Millisecond)
+	close(hold)
+	require.NoError(t, <-first)
+	require.ErrorIs(t, <-b, context.DeadlineExceeded)
+	err = <-a
+	require.ErrorIs(t, err, context.DeadlineExceeded, "its own deadline ended it")
+	require.NotErrorIs(t, err, store.ErrCommitUnknown, "nothing of it was sent")
+	require.NoError(t, atx.Rollback(ctx))
+	require.NoError(t, <-c)
+}

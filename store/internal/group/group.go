@@ -167,7 +167,7 @@ func (g *Committer) Update(ctx context.Context, fn func(store.Tx) error) error {
 	if c.panic != nil {
 		panic(c.panic)
 	}
-	if cut && errors.Is(c.err, context.Canceled) && !errors.Is(c.err, ctx.Err()) {
+	if cut && errors.Is(c.err, context.Canceled) && !errors.Is(c.err, store.ErrCommitUnknown) && !errors.Is(c.err, ctx.Err()) {
 		// fn failed because its batch was cut off for this caller (and
 		// the batch ended meanwhile): the caller's context says why — a
 		// deadline is context.DeadlineExceeded, as without a batch.
@@ -345,7 +345,17 @@ func (g *Committer) commit(batch []*call) {
 		return
 	}
 	// The batch did not commit, so every outcome in it was computed over
-	// writes that never landed: run each function again, alone.
+	// writes that never landed: run each function again, alone. Until it
+	// runs again, nothing of it is written and its batch's outcome is not
+	// its own (a function whose read failed because a batch-mate's caller
+	// cut the batch off): a caller that gives up meanwhile is told its
+	// context's error.
+	for _, c := range batch {
+		c.mu.Lock()
+		c.ran, c.fnErr, c.fnPanic = false, nil, nil
+		c.cancelBatch.Store(nil)
+		c.mu.Unlock()
+	}
 	for _, c := range batch {
 		g.alone(c)
 	}

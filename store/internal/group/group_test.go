@@ -153,3 +153,69 @@ func TestBoundedDeadlinesUnderLoad(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// heldTx stands for a server transaction in which one row ("held") is
+// held by someone else: reading it waits until released or the
+// transaction's context ends; other reads answer at once, unless the
+// context has ended. Its commit fails once the context has ended.
+type heldTx struct {
+	store.Tx
+	ctx     context.Context
+	release <-chan struct{}
+}
+
+func (t heldTx) Get(_ string, k []byte) ([]byte, error) {
+	if string(k) == "held" {
+		select {
+		case <-t.release:
+			return []byte("v"), nil
+		case <-t.ctx.Done():
+			return nil, t.ctx.Err()
+		}
+	}
+	return []byte("v"), t.ctx.Err()
+}
+
+// A caller whose function failed only because a batch-mate's caller cut
+// the batch off, and whose own deadline then ends while it waits to be run
+// again alone, is told its deadline — not the batch's cancellation, which
+// is not its own outcome — with nothing of it written.
+func TestADeadlineWhileWaitingToRunAgainIsTheCallersOwn(t *testing.T) {
+	release := make(chan struct{})
+	g := bounded(func(ctx context.Context, fn func(store.Tx) error) error {
+		if err := fn(heldTx{ctx: ctx, release: release}); err != nil {
+			return err
+		}
+		return ctx.Err() // the COMMIT fails once the context has ended
+	})
+	ctx := context.Background()
+	waitHeld := func(tx store.Tx) error { _, err := tx.Get("t", []byte("held")); return err }
+	hold := make(chan struct{})
+	first := make(chan error, 1)
+	go func() { first <- g.Update(ctx, func(store.Tx) error { <-hold; return nil }) }()
+	time.Sleep(20 * time.Millisecond)
+	bCtx, cancelB := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancelB()
+	aCtx, cancelA := context.WithTimeout(ctx, 400*time.Millisecond)
+	defer cancelA()
+	b, c, a := make(chan error, 1), make(chan error, 1), make(chan error, 1)
+	go func() { b <- g.Update(bCtx, waitHeld) }() // cuts the batch off at its deadline
+	time.Sleep(5 * time.Millisecond)
+	go func() { c <- g.Update(ctx, waitHeld) }() // then, alone, waits for the row
+	time.Sleep(5 * time.Millisecond)
+	aRan := 0
+	go func() {
+		a <- g.Update(aCtx, func(tx store.Tx) error { aRan++; _, err := tx.Get("t", []byte("other")); return err })
+	}()
+	time.Sleep(5 * time.Millisecond)
+	close(hold)
+	require.NoError(t, <-first)
+
+	require.ErrorIs(t, <-b, context.DeadlineExceeded)
+	err := <-a
+	require.ErrorIs(t, err, context.DeadlineExceeded, "its own deadline ended it, waiting behind the row")
+	require.NotErrorIs(t, err, store.ErrCommitUnknown, "nothing of it was sent")
+	require.Equal(t, 1, aRan, "it ran once, in the batch that was cut off")
+	close(release)
+	require.NoError(t, <-c)
+}
