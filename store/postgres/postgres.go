@@ -958,7 +958,11 @@ func (s *Store) queueWrites(b *pgx.Batch, c *collector) {
 	for _, name := range c.appendOrder {
 		// One row per table and commit: the values joined in order (the
 		// store.Appender contract allows it; they are self-delimiting).
-		b.Queue(s.queriesFor(name).append, name, [][]byte{bytes.Join(c.appends[name], nil)})
+		v := bytes.Join(c.appends[name], nil)
+		if v == nil {
+			v = []byte{} // empty values joined: an empty row, not NULL
+		}
+		b.Queue(s.queriesFor(name).append, name, [][]byte{v})
 	}
 }
 

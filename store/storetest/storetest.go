@@ -543,6 +543,10 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store, opts ...Option) 
 		}); err == nil {
 			t.Fatal("the failing update committed")
 		}
+		// An empty value is a value: appended alone, it commits.
+		if err := appendAll(""); err != nil {
+			t.Fatalf("appending an empty value: %v", err)
+		}
 		// Many concurrent appenders: each transaction reads the
 		// values already there, so its keys must come after theirs.
 		var wg sync.WaitGroup
