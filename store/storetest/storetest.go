@@ -41,6 +41,9 @@ func WithReopen(reopen func(t *testing.T, s store.Store) store.Store) Option {
 
 // Run runs the conformance suite. newStore must return a fresh, empty store;
 // the suite closes it when the subtest ends.
+// errRollback ends a transaction a test only reads in.
+var errRollback = errors.New("storetest: roll back")
+
 func Run(t *testing.T, newStore func(t *testing.T) store.Store, opts ...Option) {
 	var cfg config
 	for _, o := range opts {
@@ -764,6 +767,37 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store, opts ...Option) 
 		})
 		if err != nil {
 			t.Fatal(err)
+		}
+
+		// A bounded ScanLocked in a transaction that wrote keys of the
+		// range returns at most limit rows: the first, in key order, of
+		// what the transaction sees, its own writes and deletions
+		// included — never a row of its own past committed rows it did
+		// not return.
+		mustUpdate(t, s, func(tx store.Tx) error {
+			return errors.Join(tx.Put("lim", []byte("a"), []byte("0")), tx.Put("lim", []byte("b"), []byte("0")), tx.Put("lim", []byte("c"), []byte("0")))
+		})
+		for limit, want := range map[int][]string{1: {"a"}, 2: {"a", "a5"}, 3: {"a", "a5", "c"}, 4: {"a", "a5", "c", "d"}, 10: {"a", "a5", "c", "d"}, 0: {"a", "a5", "c", "d"}} {
+			var got []string
+			err := ls.UpdateLocked(ctx, func(tx store.Tx) error {
+				got = nil
+				if err := errors.Join(tx.Put("lim", []byte("d"), []byte("mine")), tx.Put("lim", []byte("a5"), []byte("mine")), tx.Delete("lim", []byte("b"))); err != nil {
+					return err
+				}
+				if err := tx.(store.Locker).ScanLocked("lim", nil, nil, limit, func(k, _ []byte) bool {
+					got = append(got, string(k))
+					return true
+				}); err != nil {
+					return err
+				}
+				return errRollback // leave the rows as they were
+			})
+			if !errors.Is(err, errRollback) {
+				t.Fatal(err)
+			}
+			if !slices.Equal(got, want) {
+				t.Fatalf("ScanLocked with limit %d over its own writes read %q, want %q", limit, got, want)
+			}
 		}
 	})
 

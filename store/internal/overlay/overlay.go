@@ -297,20 +297,29 @@ func (t lockingAheadTx) LockAhead(table string, keys [][]byte) error {
 	return t.al.LockAhead(table, keys)
 }
 
-// ScanLocked merges the base's locked rows with the overlay's writes. The
-// base is asked for limit rows beyond those this transaction deleted in
-// the range (which it would return again: its own locks do not hide
-// them).
+// ScanLocked merges the base's locked rows with the overlay's writes, and
+// returns at most limit of them. The base is asked for limit rows beyond
+// those this transaction deleted in the range (which it would return
+// again: its own locks do not hide them), so when it stops at its limit,
+// at least limit merged rows come before the last row it returned: the
+// overlay's keys past that row, which committed rows it did not return may
+// precede, are never reached.
 func (t lockingTx) ScanLocked(table string, start, end []byte, limit int, fn func(k, v []byte) bool) error {
+	baseLimit := limit
 	if limit > 0 {
 		for k, v := range t.writes[table] {
 			if v == nil && (start == nil || k >= string(start)) && (end == nil || k < string(end)) {
-				limit++
+				baseLimit++
 			}
+		}
+		n, each := 0, fn
+		fn = func(k, v []byte) bool {
+			n++
+			return each(k, v) && n < limit
 		}
 	}
 	return t.merge(table, start, end, fn, func(table string, start, end []byte, fn func(k, v []byte) bool) error {
-		return t.l.ScanLocked(table, start, end, limit, fn)
+		return t.l.ScanLocked(table, start, end, baseLimit, fn)
 	})
 }
 
