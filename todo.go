@@ -254,8 +254,14 @@ func (t *txn) insertTodo(r todoRec, actor string, byGrant bool) (*todoRec, error
 	if r.AvailableAt.IsZero() {
 		r.AvailableAt = t.now
 	}
-	// A new id and seq: every key below is new.
-	if err := t.put(tTodos, r.ID, r); err != nil {
+	// A new id and seq: every key below is new, the record's too (an
+	// INSERT on PostgreSQL, not an upsert: no look for a row to update,
+	// no confirmation record in the WAL).
+	b, err := t.encode(tTodos, r)
+	if err != nil {
+		return nil, err
+	}
+	if err := t.insertNew(tTodos, []byte(r.ID), b); err != nil {
 		return nil, err
 	}
 	if err := t.enqueueNew(&r); err != nil {
