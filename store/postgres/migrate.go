@@ -120,12 +120,41 @@ func inlineStorage(table, name string) string {
 // known. A todo's record is rewritten in place twice — at its claim and at
 // its end — and the fields those change come first in it (the root's
 // todoFormatV3), so PostgreSQL logs each update as the bytes that changed
-// when the new version fits on the old one's page (a HOT update): half a
-// page free keeps about nine updates in ten there (measured with
-// store/postgres/bench, see docs/scaling.md), against one in two at 80.
+// when the new version fits on the old one's page (a HOT update), and the
+// whole record, and a key, when it does not. Pages a third full keep 99%
+// of the updates there (measured with store/postgres/bench, see
+// docs/scaling.md), against 82–88% half full and one in two at 80 — each
+// update that leaves the page costs about 600 bytes more WAL.
 // The todo index's rows are inserted and deleted, never rewritten: its
 // pages are filled.
-var rewritten = map[string]string{"todos": "50", "todo_index": "100"}
+var rewritten = map[string]string{"todos": "35", "todo_index": "100"}
+
+// fillFactors brings each rewritten partition that exists to this
+// release's fill factor, at every Open. A fill factor is a storage
+// parameter — every release reads a store whatever its tables' are — so
+// no layout version marks it, and a store this changed still opens in the
+// release before. Pages filled before keep their rows until those are
+// rewritten.
+func (s *Store) fillFactors(ctx context.Context) error {
+	for name, fill := range rewritten {
+		part := partitionName(s.opts.Table, name)
+		var opts []string
+		err := s.pool.QueryRow(ctx, `SELECT coalesce(reloptions, '{}') FROM pg_class WHERE oid = to_regclass($1)`, part).Scan(&opts)
+		if errors.Is(err, pgx.ErrNoRows) {
+			continue // not created yet: createPartition gives it fill
+		}
+		if err != nil {
+			return fmt.Errorf("postgres: read the fill factor of %s: %w", part, err)
+		}
+		if slices.Contains(opts, "fillfactor="+fill) {
+			continue
+		}
+		if _, err := s.pool.Exec(ctx, `ALTER TABLE `+part+` SET (fillfactor = `+fill+`)`); err != nil {
+			return fmt.Errorf("postgres: set the fill factor of %s: %w", part, err)
+		}
+	}
+	return nil
+}
 
 // partitionName is the PostgreSQL table holding switchboard table name's
 // rows: <Table>__<name> when name is a short lower-case identifier (all of

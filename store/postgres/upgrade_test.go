@@ -131,7 +131,7 @@ func TestUpgradeFromLayout7(t *testing.T) {
 
 	st := open(t, dsn, postgres.Options{Table: "fixture_kv"})
 	defer st.Close()
-	require.Equal(t, "fillfactor=50", fill(), "Open set the fill factor of the rewritten table")
+	require.Equal(t, "fillfactor=35", fill(), "Open set the fill factor of the rewritten table")
 	var pgLayout int
 	require.NoError(t, conn.QueryRow(ctx, `SELECT version FROM fixture_kv_schema`).Scan(&pgLayout))
 	require.Equal(t, 5, pgLayout)
@@ -447,9 +447,11 @@ func withDatabase(t *testing.T, dsn, name string) string {
 	return dsn + " dbname=" + name
 }
 
-// A new store's partitions are created with their fill factors: half the
-// page free for the todos, rewritten in place; the todo index (inserted
-// and deleted) and the audit log (appended) filled; the others at 80.
+// A new store's partitions are created with their fill factors: two
+// thirds of the page free for the todos, rewritten in place; the todo index
+// (inserted and deleted) and the audit log (appended) filled; the others at
+// 80. A store whose todos an earlier release left at another fill factor
+// has this release's after Open, its layout version unchanged.
 func TestPartitionFillFactors(t *testing.T) {
 	ctx := context.Background()
 	dsn := testDSN(t)
@@ -465,7 +467,7 @@ func TestPartitionFillFactors(t *testing.T) {
 	conn, err := pgx.Connect(ctx, dsn)
 	require.NoError(t, err)
 	defer conn.Close(ctx)
-	for name, want := range map[string]string{"todos": "fillfactor=50", "todo_index": "fillfactor=100", "events": "fillfactor=100", "grants": "fillfactor=80"} {
+	for name, want := range map[string]string{"todos": "fillfactor=35", "todo_index": "fillfactor=100", "events": "fillfactor=100", "grants": "fillfactor=80"} {
 		var opts []string
 		require.Eventually(t, func() bool {
 			return conn.QueryRow(ctx, `SELECT reloptions FROM pg_class WHERE relname = $1`, table+"__"+name).Scan(&opts) == nil
@@ -478,6 +480,19 @@ func TestPartitionFillFactors(t *testing.T) {
 	for name, want := range map[string]string{"events": "m", "events_pending": "m", "todos": "x", "todo_index": "x"} {
 		require.Equal(t, want, storage(t, conn, table+"__"+name), name)
 	}
+
+	var layout int
+	require.NoError(t, conn.QueryRow(ctx, `SELECT version FROM `+table+`_schema`).Scan(&layout))
+	_, err = conn.Exec(ctx, `ALTER TABLE `+table+`__todos SET (fillfactor = 50)`) // as the release before left it
+	require.NoError(t, err)
+	again := open(t, dsn, postgres.Options{Table: table})
+	require.NoError(t, again.Close())
+	var opts []string
+	require.NoError(t, conn.QueryRow(ctx, `SELECT reloptions FROM pg_class WHERE relname = $1`, table+"__todos").Scan(&opts))
+	require.Equal(t, "fillfactor=35", strings.Join(opts, ","), "Open brought the todos to this release's fill factor")
+	var after int
+	require.NoError(t, conn.QueryRow(ctx, `SELECT version FROM `+table+`_schema`).Scan(&after))
+	require.Equal(t, layout, after, "a fill factor is no layout: the release before still opens the store")
 }
 
 // storage is the storage of column v of partition rel ("" if there is no
