@@ -311,7 +311,60 @@ func (g *Committer) commit(batch []*call) {
 	for i, c := range batch {
 		ctxs[i] = c.ctx
 	}
-	err := g.txn(ctx, func(base store.Tx) error {
+	var txnPanic any
+	err := func() (err error) {
+		// A panic of the transaction itself, outside the functions
+		// (which run keeps), is re-raised in every caller's goroutine,
+		// as for a call run alone — not on this goroutine, which may be
+		// a leader of its own that nobody waits on.
+		defer func() {
+			if p := recover(); p != nil {
+				txnPanic = p
+			}
+		}()
+		return g.batchTxn(ctx, batch, ctxs)
+	}()
+	if txnPanic != nil {
+		for _, c := range batch {
+			c.err, c.panic = nil, txnPanic
+		}
+		return
+	}
+	if err == nil {
+		return
+	}
+	if g.final != nil && g.final(err) {
+		for _, c := range batch {
+			if c.err != nil || c.panic != nil {
+				// Its function failed or panicked (or never ran): nothing
+				// of it was in the commit, whatever became of the commit.
+				continue
+			}
+			c.err = err
+		}
+		return
+	}
+	// The batch did not commit, so every outcome in it was computed over
+	// writes that never landed: run each function again, alone. Until it
+	// runs again, nothing of it is written and its batch's outcome is not
+	// its own (a function whose read failed because a batch-mate's caller
+	// cut the batch off): a caller that gives up meanwhile is told its
+	// context's error.
+	for _, c := range batch {
+		c.mu.Lock()
+		c.ran, c.fnErr, c.fnPanic = false, nil, nil
+		c.cancelBatch.Store(nil)
+		c.mu.Unlock()
+	}
+	for _, c := range batch {
+		g.alone(c)
+	}
+}
+
+// batchTxn runs batch's functions in one transaction (txn), each in its
+// own overlay: one that fails or panics is undone alone.
+func (g *Committer) batchTxn(ctx context.Context, batch []*call, ctxs []context.Context) error {
+	return g.txn(ctx, func(base store.Tx) error {
 		// The rows the functions lock first, locked together with the
 		// transaction's first read (store.LockFirst).
 		if err := store.LockMarked(base, ctxs...); err != nil {
@@ -335,30 +388,6 @@ func (g *Committer) commit(batch []*call) {
 		}
 		return nil
 	})
-	if err == nil {
-		return
-	}
-	if g.final != nil && g.final(err) {
-		for _, c := range batch {
-			c.err, c.panic = err, nil
-		}
-		return
-	}
-	// The batch did not commit, so every outcome in it was computed over
-	// writes that never landed: run each function again, alone. Until it
-	// runs again, nothing of it is written and its batch's outcome is not
-	// its own (a function whose read failed because a batch-mate's caller
-	// cut the batch off): a caller that gives up meanwhile is told its
-	// context's error.
-	for _, c := range batch {
-		c.mu.Lock()
-		c.ran, c.fnErr, c.fnPanic = false, nil, nil
-		c.cancelBatch.Store(nil)
-		c.mu.Unlock()
-	}
-	for _, c := range batch {
-		g.alone(c)
-	}
 }
 
 // alone runs c in a transaction of its own. A panic of fn, or of the

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -218,4 +219,80 @@ func TestADeadlineWhileWaitingToRunAgainIsTheCallersOwn(t *testing.T) {
 	require.Equal(t, 1, aRan, "it ran once, in the batch that was cut off")
 	close(release)
 	require.NoError(t, <-c)
+}
+
+// A function that panics in a batch whose commit's outcome is then unknown
+// (Final) still panics in its caller's goroutine — nothing of it was in
+// the commit — while its batch-mate, whose write was, is told the outcome
+// is unknown; bounded or not.
+func TestAPanicInABatchWithAnUnknownCommitIsReRaised(t *testing.T) {
+	for _, b := range []bool{true, false} {
+		hold := make(chan struct{})
+		g := New(Config{Name: "t", MaxBatch: 8, Bounded: b,
+			Final: func(err error) bool { return errors.Is(err, store.ErrCommitUnknown) }},
+			func(ctx context.Context, fn func(store.Tx) error) error {
+				if err := fn(serverTx{ctx: ctx}); err != nil {
+					return err
+				}
+				return store.ErrCommitUnknown // the COMMIT's connection was lost
+			})
+		ctx := context.Background()
+		first := make(chan error, 1)
+		go func() { first <- g.Update(ctx, func(store.Tx) error { <-hold; return nil }) }()
+		time.Sleep(20 * time.Millisecond) // the next calls queue behind the first batch
+		mine := errors.New("fn's own error")
+		panicked, failed, mate := make(chan any, 1), make(chan error, 1), make(chan error, 1)
+		go func() {
+			defer func() { panicked <- recover() }()
+			_ = g.Update(ctx, func(store.Tx) error { panic("boom") })
+		}()
+		go func() { failed <- g.Update(ctx, func(store.Tx) error { return mine }) }()
+		go func() {
+			mate <- g.Update(ctx, func(tx store.Tx) error { return tx.Put("t", []byte("k"), []byte("v")) })
+		}()
+		time.Sleep(10 * time.Millisecond)
+		close(hold)
+		require.ErrorIs(t, <-first, store.ErrCommitUnknown) // alone, its commit too
+		require.Equal(t, "boom", <-panicked, "bounded %v", b)
+		err := <-failed
+		require.ErrorIs(t, err, mine, "bounded %v", b)
+		require.NotErrorIs(t, err, store.ErrCommitUnknown, "bounded %v: its fn failed, nothing of it was sent", b)
+		require.ErrorIs(t, <-mate, store.ErrCommitUnknown, "bounded %v", b)
+	}
+}
+
+// A panic of a batch's transaction itself (outside the functions) reaches
+// every caller of the batch in its own goroutine, as it does a call run
+// alone (TestBoundedTxnPanic) — it does not end the process from the
+// goroutine leading the batch — and the committer goes on.
+func TestABatchTransactionPanicReachesItsCallers(t *testing.T) {
+	for _, b := range []bool{true, false} {
+		var n atomic.Int32
+		hold := make(chan struct{})
+		g := New(Config{Name: "t", MaxBatch: 8, Bounded: b}, func(ctx context.Context, fn func(store.Tx) error) error {
+			err := fn(serverTx{ctx: ctx})
+			if n.Add(1) == 2 {
+				panic("txn") // the batch's transaction, after its functions
+			}
+			return err
+		})
+		ctx := context.Background()
+		first := make(chan error, 1)
+		go func() { first <- g.Update(ctx, func(store.Tx) error { <-hold; return nil }) }()
+		time.Sleep(20 * time.Millisecond)
+		got := make(chan any, 2)
+		for range 2 {
+			go func() {
+				defer func() { got <- recover() }()
+				_ = g.Update(ctx, func(tx store.Tx) error { return tx.Put("t", []byte("k"), []byte("v")) })
+			}()
+		}
+		time.Sleep(10 * time.Millisecond)
+		close(hold)
+		require.NoError(t, <-first)
+		for range 2 {
+			require.Equal(t, "txn", <-got, "bounded %v", b)
+		}
+		require.NoError(t, g.Update(ctx, func(tx store.Tx) error { return tx.Put("t", []byte("k"), []byte("v")) }), "bounded %v: later calls run", b)
+	}
 }
