@@ -120,21 +120,8 @@ func ignoreNotFound(err error) error {
 // not the reason its caller is told), with nothing of it written; its
 // batch-mate's write lands.
 func TestADeadlineInABatchIsDeadlineExceeded(t *testing.T) {
-	dsn := testDSN(t)
-	st := open(t, dsn, postgres.Options{Table: freshTable(t, dsn)})
-	defer st.Close()
+	st, atx := storeWithHeldRow(t)
 	ctx := context.Background()
-	require.NoError(t, st.Update(ctx, func(tx store.Tx) error { return tx.Put("t", []byte("held"), []byte("v")) }))
-
-	// An application's transaction holds the row.
-	app, err := pgx.Connect(ctx, dsn)
-	require.NoError(t, err)
-	defer app.Close(ctx)
-	atx, err := app.Begin(ctx)
-	require.NoError(t, err)
-	defer func() { _ = atx.Rollback(ctx) }()
-	_, err = atx.Exec(ctx, `SELECT v FROM `+st.Table()+` WHERE tbl = 't' AND k = 'held'::bytea FOR UPDATE`)
-	require.NoError(t, err)
 
 	for _, locked := range []bool{true, false} {
 		update, wait := st.Update, func(tx store.Tx) error {
@@ -194,24 +181,8 @@ func TestADeadlineInABatchIsDeadlineExceeded(t *testing.T) {
 // deadline, not the cut-off batch's cancellation (which failed its first
 // run's read), with nothing of it written.
 func TestADeadlineWaitingToRunAgainIsDeadlineExceeded(t *testing.T) {
-	dsn := testDSN(t)
-	st := open(t, dsn, postgres.Options{Table: freshTable(t, dsn)})
-	defer st.Close()
+	st, atx := storeWithHeldRow(t, "other")
 	ctx := context.Background()
-	require.NoError(t, st.Update(ctx, func(tx store.Tx) error {
-		if err := tx.Put("t", []byte("held"), []byte("v")); err != nil {
-			return err
-		}
-		return tx.Put("t", []byte("other"), []byte("v"))
-	}))
-	app, err := pgx.Connect(ctx, dsn)
-	require.NoError(t, err)
-	defer app.Close(ctx)
-	atx, err := app.Begin(ctx)
-	require.NoError(t, err)
-	defer func() { _ = atx.Rollback(ctx) }()
-	_, err = atx.Exec(ctx, `SELECT v FROM `+st.Table()+` WHERE tbl = 't' AND k = 'held'::bytea FOR UPDATE`)
-	require.NoError(t, err)
 
 	waitHeld := func(tx store.Tx) error { _, err := tx.(store.Locker).GetLocked("t", []byte("held")); return err }
 	hold := make(chan struct{})
@@ -234,9 +205,37 @@ func TestADeadlineWaitingToRunAgainIsDeadlineExceeded(t *testing.T) {
 	close(hold)
 	require.NoError(t, <-first)
 	require.ErrorIs(t, <-b, context.DeadlineExceeded)
-	err = <-a
+	err := <-a
 	require.ErrorIs(t, err, context.DeadlineExceeded, "its own deadline ended it")
 	require.NotErrorIs(t, err, store.ErrCommitUnknown, "nothing of it was sent")
 	require.NoError(t, atx.Rollback(ctx))
 	require.NoError(t, <-c)
+}
+
+// storeWithHeldRow opens a store on a fresh table whose table "t" holds
+// the row "held", and the rows others, and an application's transaction
+// that holds "held" (SELECT … FOR UPDATE) until it rolls back (at the
+// test's end, or when the test rolls it back).
+func storeWithHeldRow(t *testing.T, others ...string) (*postgres.Store, pgx.Tx) {
+	t.Helper()
+	ctx := context.Background()
+	dsn := testDSN(t)
+	st := open(t, dsn, postgres.Options{Table: freshTable(t, dsn)})
+	t.Cleanup(func() { _ = st.Close() })
+	require.NoError(t, st.Update(ctx, func(tx store.Tx) error {
+		for _, k := range append([]string{"held"}, others...) {
+			if err := tx.Put("t", []byte(k), []byte("v")); err != nil {
+				return err
+			}
+		}
+		return nil
+	}))
+	app, err := pgx.Connect(ctx, dsn)
+	require.NoError(t, err)
+	atx, err := app.Begin(ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = atx.Rollback(ctx); _ = app.Close(ctx) }) // before the store's Close
+	_, err = atx.Exec(ctx, `SELECT v FROM `+st.Table()+` WHERE tbl = 't' AND k = 'held'::bytea FOR UPDATE`)
+	require.NoError(t, err)
+	return st, atx
 }
