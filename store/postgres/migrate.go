@@ -10,8 +10,10 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // migrations[i] brings the layout from version i to i+1. A new layout is a
@@ -129,12 +131,17 @@ func inlineStorage(table, name string) string {
 // pages are filled.
 var rewritten = map[string]string{"todos": "35", "todo_index": "100"}
 
+// fillLockWait bounds how long Open waits to change a fill factor.
+var fillLockWait = 2 * time.Second
+
 // fillFactors brings each rewritten partition that exists to this
 // release's fill factor, at every Open. A fill factor is a storage
 // parameter — every release reads a store whatever its tables' are — so
 // no layout version marks it, and a store this changed still opens in the
 // release before. Pages filled before keep their rows until those are
-// rewritten.
+// rewritten. It is best effort: ALTER TABLE waits for a vacuum of the
+// table (and for DDL) only fillLockWait, and a role that may not alter
+// the table leaves it as it is; a later Open tries again.
 func (s *Store) fillFactors(ctx context.Context) error {
 	for name, fill := range rewritten {
 		part := partitionName(s.opts.Table, name)
@@ -149,7 +156,18 @@ func (s *Store) fillFactors(ctx context.Context) error {
 		if slices.Contains(opts, "fillfactor="+fill) {
 			continue
 		}
-		if _, err := s.pool.Exec(ctx, `ALTER TABLE `+part+` SET (fillfactor = `+fill+`)`); err != nil {
+		err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, `SET LOCAL lock_timeout = `+quoteLiteral(fmt.Sprint(fillLockWait.Milliseconds())+"ms")); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, `ALTER TABLE `+part+` SET (fillfactor = `+fill+`)`)
+			return err
+		})
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) && (pe.Code == "55P03" || pe.Code == "42501") {
+			continue // lock_not_available, insufficient_privilege
+		}
+		if err != nil {
 			return fmt.Errorf("postgres: set the fill factor of %s: %w", part, err)
 		}
 	}

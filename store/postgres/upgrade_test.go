@@ -485,11 +485,32 @@ func TestPartitionFillFactors(t *testing.T) {
 	require.NoError(t, conn.QueryRow(ctx, `SELECT version FROM `+table+`_schema`).Scan(&layout))
 	_, err = conn.Exec(ctx, `ALTER TABLE `+table+`__todos SET (fillfactor = 50)`) // as the release before left it
 	require.NoError(t, err)
+	todosFill := func() string {
+		var opts []string
+		require.NoError(t, conn.QueryRow(ctx, `SELECT reloptions FROM pg_class WHERE relname = $1`, table+"__todos").Scan(&opts))
+		return strings.Join(opts, ",")
+	}
+
+	// A vacuum (or DDL) holding the table does not hold Open up for long:
+	// it opens, and leaves the fill factor to a later Open.
+	vac, err := pgx.Connect(ctx, dsn)
+	require.NoError(t, err)
+	defer vac.Close(ctx)
+	vtx, err := vac.Begin(ctx)
+	require.NoError(t, err)
+	_, err = vtx.Exec(ctx, `LOCK TABLE `+table+`__todos IN SHARE UPDATE EXCLUSIVE MODE`) // as VACUUM takes it
+	require.NoError(t, err)
+	start := time.Now()
+	held := open(t, dsn, postgres.Options{Table: table})
+	took := time.Since(start)
+	require.NoError(t, held.Close())
+	require.Less(t, took, 20*time.Second, "Open waited for the table's lock")
+	require.Equal(t, "fillfactor=50", todosFill(), "left for a later Open")
+	require.NoError(t, vtx.Rollback(ctx))
+
 	again := open(t, dsn, postgres.Options{Table: table})
 	require.NoError(t, again.Close())
-	var opts []string
-	require.NoError(t, conn.QueryRow(ctx, `SELECT reloptions FROM pg_class WHERE relname = $1`, table+"__todos").Scan(&opts))
-	require.Equal(t, "fillfactor=35", strings.Join(opts, ","), "Open brought the todos to this release's fill factor")
+	require.Equal(t, "fillfactor=35", todosFill(), "Open brought the todos to this release's fill factor")
 	var after int
 	require.NoError(t, conn.QueryRow(ctx, `SELECT version FROM `+table+`_schema`).Scan(&after))
 	require.Equal(t, layout, after, "a fill factor is no layout: the release before still opens the store")
