@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // migrations[i] brings the layout from version i to i+1. A new layout is a
@@ -139,39 +138,26 @@ var fillLockWait = 2 * time.Second
 // parameter — every release reads a store whatever its tables' are — so
 // no layout version marks it, and a store this changed still opens in the
 // release before. Pages filled before keep their rows until those are
-// rewritten. It is best effort: ALTER TABLE waits for a vacuum of the
-// table (and for DDL) only fillLockWait, and a role that may not alter
-// the table leaves it as it is; a later Open tries again.
-func (s *Store) fillFactors(ctx context.Context) error {
+// rewritten. It is best effort, since nothing depends on it: ALTER TABLE
+// waits for a vacuum of the table (and for DDL) at most fillLockWait, and
+// whatever stops it — that wait, a statement_timeout, a role that may not
+// alter the table — leaves the fill factor for a later Open; Open goes on.
+func (s *Store) fillFactors(ctx context.Context) {
 	for name, fill := range rewritten {
 		part := partitionName(s.opts.Table, name)
 		var opts []string
 		err := s.pool.QueryRow(ctx, `SELECT coalesce(reloptions, '{}') FROM pg_class WHERE oid = to_regclass($1)`, part).Scan(&opts)
-		if errors.Is(err, pgx.ErrNoRows) {
-			continue // not created yet: createPartition gives it fill
+		if err != nil || slices.Contains(opts, "fillfactor="+fill) {
+			continue // set, or not created yet (createPartition gives it fill), or not readable now
 		}
-		if err != nil {
-			return fmt.Errorf("postgres: read the fill factor of %s: %w", part, err)
-		}
-		if slices.Contains(opts, "fillfactor="+fill) {
-			continue
-		}
-		err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		_ = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 			if _, err := tx.Exec(ctx, `SET LOCAL lock_timeout = `+quoteLiteral(fmt.Sprint(fillLockWait.Milliseconds())+"ms")); err != nil {
 				return err
 			}
 			_, err := tx.Exec(ctx, `ALTER TABLE `+part+` SET (fillfactor = `+fill+`)`)
 			return err
 		})
-		var pe *pgconn.PgError
-		if errors.As(err, &pe) && (pe.Code == "55P03" || pe.Code == "42501") {
-			continue // lock_not_available, insufficient_privilege
-		}
-		if err != nil {
-			return fmt.Errorf("postgres: set the fill factor of %s: %w", part, err)
-		}
 	}
-	return nil
 }
 
 // partitionName is the PostgreSQL table holding switchboard table name's

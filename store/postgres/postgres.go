@@ -378,10 +378,7 @@ func Open(ctx context.Context, dsn string, opts *Options) (*Store, error) {
 		pool.Close()
 		return nil, err
 	}
-	if err := s.fillFactors(ctx); err != nil {
-		pool.Close()
-		return nil, err
-	}
+	s.fillFactors(ctx)
 	// A commit here costs round trips as well as the fsync: a batch can
 	// afford to wait longer for the callers the last one released.
 	gc := group.Config{Name: "postgres", MaxBatch: o.MaxBatch, Stall: 200 * time.Microsecond, Gather: 2 * time.Millisecond,

@@ -437,6 +437,17 @@ func freshDatabase(t *testing.T, base, prefix string) string {
 	return name
 }
 
+// withParam is dsn with the run-time parameter name set to value.
+func withParam(dsn, name, value string) string {
+	if u, err := url.Parse(dsn); err == nil && (u.Scheme == "postgres" || u.Scheme == "postgresql") {
+		q := u.Query()
+		q.Set(name, value)
+		u.RawQuery = q.Encode()
+		return u.String()
+	}
+	return dsn + " " + name + "=" + value
+}
+
 // withDatabase is dsn with its database replaced by name.
 func withDatabase(t *testing.T, dsn, name string) string {
 	t.Helper()
@@ -505,6 +516,11 @@ func TestPartitionFillFactors(t *testing.T) {
 	took := time.Since(start)
 	require.NoError(t, held.Close())
 	require.Less(t, took, 20*time.Second, "Open waited for the table's lock")
+	require.Equal(t, "fillfactor=50", todosFill(), "left for a later Open")
+	// Nor does a statement_timeout shorter than that wait fail Open.
+	timed := withParam(dsn, "statement_timeout", "500")
+	held = open(t, timed, postgres.Options{Table: table})
+	require.NoError(t, held.Close())
 	require.Equal(t, "fillfactor=50", todosFill(), "left for a later Open")
 	require.NoError(t, vtx.Rollback(ctx))
 
