@@ -142,13 +142,14 @@ var fillLockWait = 2 * time.Second
 // waits for a vacuum of the table (and for DDL) at most fillLockWait, and
 // whatever stops it — that wait, a statement_timeout, a role that may not
 // alter the table — leaves the fill factor for a later Open; Open goes on.
-func (s *Store) fillFactors(ctx context.Context) {
+// options are the partitions' storage parameters, by name, as
+// loadPartitions read them.
+func (s *Store) fillFactors(ctx context.Context, options map[string][]string) {
 	for name, fill := range rewritten {
 		part := partitionName(s.opts.Table, name)
-		var opts []string
-		err := s.pool.QueryRow(ctx, `SELECT coalesce(reloptions, '{}') FROM pg_class WHERE oid = to_regclass($1)`, part).Scan(&opts)
-		if err != nil || slices.Contains(opts, "fillfactor="+fill) {
-			continue // set, or not created yet (createPartition gives it fill), or not readable now
+		opts, exists := options[part]
+		if !exists || slices.Contains(opts, "fillfactor="+fill) {
+			continue // not created yet (createPartition gives it fill), or set
 		}
 		_ = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 			if _, err := tx.Exec(ctx, `SET LOCAL lock_timeout = `+quoteLiteral(fmt.Sprint(fillLockWait.Milliseconds())+"ms")); err != nil {

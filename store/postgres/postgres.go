@@ -374,11 +374,12 @@ func Open(ctx context.Context, dsn string, opts *Options) (*Store, error) {
 		pool.Close()
 		return nil, err
 	}
-	if err := s.loadPartitions(ctx); err != nil {
+	options, err := s.loadPartitions(ctx)
+	if err != nil {
 		pool.Close()
 		return nil, err
 	}
-	s.fillFactors(ctx)
+	s.fillFactors(ctx, options)
 	// A commit here costs round trips as well as the fsync: a batch can
 	// afford to wait longer for the callers the last one released.
 	gc := group.Config{Name: "postgres", MaxBatch: o.MaxBatch, Stall: 200 * time.Microsecond, Gather: 2 * time.Millisecond,
@@ -868,21 +869,25 @@ func (s *Store) gather(rd *reader, fn func(store.Tx) error, remember bool) (*col
 	return c, missing, nil
 }
 
-// loadPartitions reads which partitions exist.
-func (s *Store) loadPartitions(ctx context.Context) error {
-	rows, err := s.pool.Query(ctx, `SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid WHERE i.inhparent = to_regclass($1)`, s.opts.Table)
+// loadPartitions reads which partitions exist, and returns their storage
+// parameters (reloptions) by name.
+func (s *Store) loadPartitions(ctx context.Context) (options map[string][]string, err error) {
+	rows, err := s.pool.Query(ctx, `SELECT c.relname, coalesce(c.reloptions, '{}') FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid WHERE i.inhparent = to_regclass($1)`, s.opts.Table)
 	if err != nil {
-		return fmt.Errorf("postgres: read partitions: %w", err)
+		return nil, fmt.Errorf("postgres: read partitions: %w", err)
 	}
 	defer rows.Close()
+	options = map[string][]string{}
 	for rows.Next() {
 		var name string
-		if err := rows.Scan(&name); err != nil {
-			return fmt.Errorf("postgres: read partitions: %w", err)
+		var opts []string
+		if err := rows.Scan(&name, &opts); err != nil {
+			return nil, fmt.Errorf("postgres: read partitions: %w", err)
 		}
 		s.parts.Store(name, struct{}{})
+		options[name] = opts
 	}
-	return rows.Err()
+	return options, rows.Err()
 }
 
 // checkPartitions returns the tables c writes whose partition this process

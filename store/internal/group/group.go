@@ -122,6 +122,13 @@ func (g *Committer) Update(ctx context.Context, fn func(store.Tx) error) error {
 	default:
 	}
 	cut := false // the batch running fn was cut off for this caller
+	// cutOff reports that err is fn's failure because its batch was cut
+	// off for this caller (not a commit that may have landed): the
+	// caller's context says why — a deadline is
+	// context.DeadlineExceeded, as without a batch.
+	cutOff := func(err error) bool {
+		return cut && errors.Is(err, context.Canceled) && !errors.Is(err, store.ErrCommitUnknown)
+	}
 	if g.bounded {
 		if lead {
 			go g.lead()
@@ -148,9 +155,7 @@ func (g *Committer) Update(ctx context.Context, fn func(store.Tx) error) error {
 				switch {
 				case fnPanic != nil:
 					panic(fnPanic) // nothing of it was written
-				case !ran, cut && errors.Is(fnErr, context.Canceled):
-					// Not run, or failed because its batch was cut off
-					// for this caller: the caller's context says why.
+				case !ran, cutOff(fnErr): // not run, or cut off for this caller
 					return fmt.Errorf("%s: update: %w", g.name, ctx.Err())
 				case fnErr != nil:
 					return fnErr // nothing of it was written
@@ -167,10 +172,7 @@ func (g *Committer) Update(ctx context.Context, fn func(store.Tx) error) error {
 	if c.panic != nil {
 		panic(c.panic)
 	}
-	if cut && errors.Is(c.err, context.Canceled) && !errors.Is(c.err, store.ErrCommitUnknown) && !errors.Is(c.err, ctx.Err()) {
-		// fn failed because its batch was cut off for this caller (and
-		// the batch ended meanwhile): the caller's context says why — a
-		// deadline is context.DeadlineExceeded, as without a batch.
+	if cutOff(c.err) { // and the batch ended meanwhile
 		return fmt.Errorf("%s: update: %w", g.name, ctx.Err())
 	}
 	return c.err
